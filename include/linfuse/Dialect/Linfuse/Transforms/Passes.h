@@ -1,0 +1,20 @@
+//===- Passes.h - linfuse transformation passes -------------------*- C++ -*-===//
+
+#ifndef LINFUSE_DIALECT_LINFUSE_TRANSFORMS_PASSES_H
+#define LINFUSE_DIALECT_LINFUSE_TRANSFORMS_PASSES_H
+
+#include "mlir/Pass/Pass.h"
+
+namespace mlir {
+namespace linfuse {
+
+#define GEN_PASS_DECL
+#include "linfuse/Dialect/Linfuse/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "linfuse/Dialect/Linfuse/Transforms/Passes.h.inc"
+
+} // namespace linfuse
+} // namespace mlir
+
+#endif // LINFUSE_DIALECT_LINFUSE_TRANSFORMS_PASSES_H

@@ -1,0 +1,26 @@
+//===- Pipelines.cpp - linfuse pass pipelines -----------------------------===//
+
+#include "linfuse/Pipelines/Pipelines.h"
+#include "linfuse/Dialect/Linfuse/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace mlir::linfuse;
+
+void mlir::linfuse::buildOptimizePipeline(
+    OpPassManager &pm, const OptimizePipelineOptions &options) {
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
+void mlir::linfuse::registerLinfusePipelines() {
+  PassPipelineRegistration<OptimizePipelineOptions>(
+      "linfuse-optimize",
+      "Target-independent linfuse pipeline: canonicalize, cse, fold matmul "
+      "chains, merge parallel matmuls, fold constant weights, cleanup. "
+      "Emits upstream linalg/tensor/arith ops only.",
+      buildOptimizePipeline);
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs every linfuse test (lit + FileCheck and the
+# GoogleTest unit tests, one lit invocation). This is what CI runs.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${LINFUSE_BUILD_DIR:-$ROOT/build}"
+
+"$ROOT/scripts/setup.sh"
+"$ROOT/scripts/build.sh" linfuse-opt LinfusePlugin LinfuseUnitTests mlir-doc
+
+LOG="$(mktemp)"
+trap 'rm -f "$LOG"' EXIT
+set +e
+/usr/lib/llvm-22/bin/lit -sv "$BUILD/test" "$BUILD/test/Unit" 2>&1 | tee "$LOG"
+status=${PIPESTATUS[0]}
+set -e
+
+count() { sed -n "s/^ *$1: *\([0-9]*\).*/\1/p" "$LOG" | tail -1; }
+passed=$(count Passed); failed=$(count Failed)
+unsupported=$(count Unsupported)
+echo "${passed:-0} passed, ${failed:-0} failed, ${unsupported:-0} skipped"
+exit "$status"

@@ -1,0 +1,58 @@
+# -*- Python -*-
+# lit configuration for linfuse's regression tests.
+
+import os
+import shutil
+import subprocess
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "linfuse"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["Inputs", "Unit", "CMakeLists.txt", "lit.cfg.py",
+                   "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.linfuse_obj_root, "test")
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%linfuse_src_root", config.linfuse_src_root))
+config.substitutions.append(("%linfuse_obj_root", config.linfuse_obj_root))
+config.substitutions.append(("%linfuse_lib_dir", config.linfuse_lib_dir))
+config.substitutions.append(
+    ("%linfuse_plugin",
+     os.path.join(config.linfuse_lib_dir, "libLinfusePlugin.so")))
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+# Our tools first; Debian's upstream mlir-opt is reachable as %mlir-opt.
+tool_dirs = [config.linfuse_tools_dir, config.llvm_tools_dir]
+tools = [
+    "linfuse-opt",
+    ToolSubst("%mlir-opt", os.path.join(config.mlir_tools_dir, "mlir-opt")),
+]
+llvm_config.add_tool_substitutions(tools, tool_dirs)
+
+# cuda-toolkit: linfuse was configured with the CUDA toolkit (code compiles
+# and links). cuda-device: a GPU is usable at test time (tests that execute).
+if config.linfuse_enable_cuda.upper() in ("ON", "1", "TRUE", "YES"):
+    config.available_features.add("cuda-toolkit")
+
+
+def _cuda_device_visible():
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return False
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True,
+                             timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0 and "GPU" in out.stdout
+
+
+if _cuda_device_visible():
+    config.available_features.add("cuda-device")
