@@ -14,6 +14,10 @@ void mlir::linfuse::buildOptimizePipeline(
     OpPassManager &pm, const OptimizePipelineOptions &options) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  pm.addPass(createMergeParallelMatmulsPass());
+  pm.addPass(createFoldConstantWeightsPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
 }
 
 void mlir::linfuse::registerLinfusePipelines() {

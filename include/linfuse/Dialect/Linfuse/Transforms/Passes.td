@@ -5,4 +5,99 @@
 
 include "mlir/Pass/PassBase.td"
 
+def MergeParallelMatmulsPass : Pass<"linfuse-merge-parallel-matmuls"> {
+  let summary = "Merge matmuls that share an operand into one larger matmul";
+  let description = [{
+    Groups `linalg.matmul` / `linalg.batch_matmul` ops that read the same
+    left-hand side (Q/K/V projections, LLaMA gate/up) and rewrites each group
+    into ONE matmul over the weights concatenated along N, followed by a
+    `tensor.extract_slice` per original result. The output uses upstream ops
+    only (`linalg`, `tensor`, `arith`), so other stacks can run this pass alone.
+
+    Before:
+
+    ```mlir
+    %q = linalg.matmul ins(%x, %wq : tensor<?x768xf32>, tensor<768x768xf32>) outs(%f0 : tensor<?x768xf32>) -> tensor<?x768xf32>
+    %k = linalg.matmul ins(%x, %wk : tensor<?x768xf32>, tensor<768x256xf32>) outs(%f1 : tensor<?x256xf32>) -> tensor<?x256xf32>
+    ```
+
+    After:
+
+    ```mlir
+    %w = tensor.concat dim(1) %wq, %wk : (tensor<768x768xf32>, tensor<768x256xf32>) -> tensor<768x1024xf32>
+    %m = linalg.matmul ins(%x, %w : tensor<?x768xf32>, tensor<768x1024xf32>) outs(%f : tensor<?x1024xf32>) -> tensor<?x1024xf32>
+    %q = tensor.extract_slice %m[0, 0] [%d, 768] [1, 1] : tensor<?x1024xf32> to tensor<?x768xf32>
+    %k = tensor.extract_slice %m[0, 768] [%d, 256] [1, 1] : tensor<?x1024xf32> to tensor<?x256xf32>
+    ```
+
+    Recognized forms: default and transposed-B `indexing_maps` (nn.Linear's
+    `[out, in]` weights), a `linalg.transpose` of the weight feeding a plain
+    matmul (torch-mlir), batch matmuls with per-batch weights, different N
+    per member (GQA), dynamic M. When every member is followed by the same
+    kind of bias-add (a broadcast `linalg.generic` add or `linalg.add` of a
+    `linalg.broadcast`), the biases are concatenated too and one bias-add
+    runs on the merged result; members with and without bias are never
+    merged together.
+
+    Legality: one group holds one element type per operand and result, the
+    same K, indexing map of the shared operand and bias structure; no member
+    may depend on another, and the merged op is placed after every operand it
+    needs and before every user of a member. Accumulators that are all the
+    same constant fill become one fill; otherwise they are concatenated.
+
+    With `merge-shared-rhs`, matmuls reading the same weight from different
+    inputs are merged along M (inputs concatenated, results sliced by rows).
+
+    Constant weights are concatenated at compile time by
+    `--linfuse-fold-constant-weights`, which `--linfuse-optimize` runs next.
+
+    Statistics (`-mlir-pass-statistics` in linfuse's tools): `groups-merged`,
+    `matmuls-removed`, `bytes-concatenated`. With `--linfuse-remarks`, a
+    remark at each merged matmul: "merged 3 matmuls sharing %x into one
+    ?x2304 GEMM".
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::arith::ArithDialect"];
+  let options = [
+    Option<"minGroupSize", "min-group-size", "unsigned", /*default=*/"2",
+           "Smallest number of matmuls merged into one">,
+    Option<"maxMergedBytes", "max-merged-bytes", "int64_t",
+           /*default=*/"1073741824",
+           "Largest concatenated operand, in bytes (weights for shared-LHS "
+           "groups, static-shaped inputs for shared-RHS groups)">,
+    Option<"mergeSharedRhs", "merge-shared-rhs", "bool", /*default=*/"true",
+           "Also merge matmuls sharing their right-hand side, along M">,
+  ];
+}
+
+def FoldConstantWeightsPass : Pass<"linfuse-fold-constant-weights"> {
+  let summary = "Concatenate and transpose constant weights at compile time";
+  let description = [{
+    Folds `tensor.concat` of constants and `linalg.transpose` of a constant
+    into a single `arith.constant`. The data moves through the constants'
+    raw buffers (memcpy of rows), never element by element through
+    attributes, so multi-megabyte weights fold quickly. Inputs may be
+    `dense<...>` or `dense_resource<...>`; results of at least
+    `resource-threshold` bytes are written as `dense_resource` blobs.
+
+    ```mlir
+    %a = arith.constant dense<[[1.0], [2.0]]> : tensor<2x1xf32>
+    %b = arith.constant dense<[[3.0], [4.0]]> : tensor<2x1xf32>
+    %c = tensor.concat dim(1) %a, %b : (tensor<2x1xf32>, tensor<2x1xf32>) -> tensor<2x2xf32>
+    // becomes
+    %c = arith.constant dense<[[1.0, 3.0], [2.0, 4.0]]> : tensor<2x2xf32>
+    ```
+
+    Statistics: `constants-folded`, `bytes-folded`.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+  let options = [
+    Option<"resourceThreshold", "resource-threshold", "int64_t",
+           /*default=*/"4096",
+           "Folded constants of at least this many bytes become "
+           "dense_resource blobs">,
+  ];
+}
+
 #endif // LINFUSE_DIALECT_LINFUSE_TRANSFORMS_PASSES_TD

@@ -1,0 +1,65 @@
+//===- MergeParallelMatmuls.h - horizontal matmul merging ---------*- C++ -*-===//
+//
+// The analysis (which matmuls may be merged, and where the merged op goes)
+// and the rewrite (one matmul over concatenated operands plus slices), as a
+// C++ API for stacks that want them without the pass.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LINFUSE_DIALECT_LINFUSE_TRANSFORMS_MERGEPARALLELMATMULS_H
+#define LINFUSE_DIALECT_LINFUSE_TRANSFORMS_MERGEPARALLELMATMULS_H
+
+#include "linfuse/Dialect/Linfuse/Transforms/MatmulMatchers.h"
+
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir {
+namespace linfuse {
+
+struct MergeOptions {
+  /// Smallest number of matmuls worth merging.
+  unsigned minGroupSize = 2;
+  /// Cap on the concatenated operand of a group (weights for shared-LHS
+  /// groups, static-shaped inputs for shared-RHS groups), in bytes.
+  int64_t maxMergedBytes = int64_t(1) << 30;
+  /// Also merge matmuls that share their right-hand side (concat along M).
+  bool mergeSharedRhs = true;
+};
+
+enum class MergeKind {
+  /// Same left operand: weights concatenated along N.
+  SharedLhs,
+  /// Same right operand: inputs concatenated along M.
+  SharedRhs,
+};
+
+/// A set of matmuls that can legally become one, and where the merged op is
+/// placed: right after `anchor` (the last op in the block defining one of
+/// the merged op's operands), or at the block start when `anchor` is null.
+struct MergeGroup {
+  MergeKind kind = MergeKind::SharedLhs;
+  SmallVector<MatmulInfo> members;
+  Operation *anchor = nullptr;
+  /// The scalar every member's accumulator is filled with; null when the
+  /// accumulators differ and are concatenated instead.
+  Value fillScalar;
+  /// Bytes of the concatenated operand.
+  int64_t concatBytes = 0;
+};
+
+/// Finds the merge groups among the matmuls of `block` (not nested blocks).
+/// Shared-LHS groups come first. Groups are disjoint; no member depends on
+/// another, and every user of a member's result follows the anchor.
+SmallVector<MergeGroup> findMergeGroups(Block &block,
+                                        const MergeOptions &options);
+
+/// Rewrites `group` into one matmul (plus one bias-add when every member had
+/// one) over concatenated operands, followed by `tensor.extract_slice`s that
+/// replace the members' results. Returns the merged matmul.
+FailureOr<linalg::LinalgOp> mergeGroup(RewriterBase &rewriter,
+                                       const MergeGroup &group);
+
+} // namespace linfuse
+} // namespace mlir
+
+#endif // LINFUSE_DIALECT_LINFUSE_TRANSFORMS_MERGEPARALLELMATMULS_H

@@ -1,0 +1,21 @@
+//===- Patterns.h - linfuse rewrite pattern sets ------------------*- C++ -*-===//
+
+#ifndef LINFUSE_DIALECT_LINFUSE_TRANSFORMS_PATTERNS_H
+#define LINFUSE_DIALECT_LINFUSE_TRANSFORMS_PATTERNS_H
+
+#include <cstdint>
+
+namespace mlir {
+class RewritePatternSet;
+namespace linfuse {
+
+/// Folds `tensor.concat` of constants and `linalg.transpose` of a constant
+/// into one `arith.constant` (raw-buffer copies). Results of at least
+/// `resourceThreshold` bytes become `dense_resource` blobs.
+void populateFoldConstantWeightsPatterns(RewritePatternSet &patterns,
+                                         int64_t resourceThreshold = 4096);
+
+} // namespace linfuse
+} // namespace mlir
+
+#endif // LINFUSE_DIALECT_LINFUSE_TRANSFORMS_PATTERNS_H

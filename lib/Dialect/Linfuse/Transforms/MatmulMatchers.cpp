@@ -1,0 +1,216 @@
+//===- MatmulMatchers.cpp - recognize matmuls and what feeds them ---------===//
+
+#include "linfuse/Dialect/Linfuse/Transforms/MatmulMatchers.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/AffineMap.h"
+#include "mlir/IR/Matchers.h"
+
+using namespace mlir;
+using namespace mlir::linfuse;
+
+Type MatmulInfo::lhsElementType() const {
+  return cast<ShapedType>(lhs.getType()).getElementType();
+}
+Type MatmulInfo::weightElementType() const {
+  return cast<ShapedType>(weight.getType()).getElementType();
+}
+Type MatmulInfo::resultElementType() const {
+  return cast<ShapedType>(op->getResult(0).getType()).getElementType();
+}
+Value MatmulInfo::finalResult() const {
+  return biasAdd ? biasAdd->result() : op->getResult(0);
+}
+int64_t MatmulInfo::weightBytes() const {
+  auto type = cast<ShapedType>(weight.getType());
+  return type.getNumElements() *
+         static_cast<int64_t>(
+             llvm::divideCeil(type.getElementTypeBitWidth(), 8));
+}
+
+/// Builds `(d0, ..., d{n-1}) -> (d{dims[0]}, d{dims[1]}, ...)`.
+static AffineMap projection(MLIRContext *ctx, unsigned numDims,
+                            ArrayRef<unsigned> dims) {
+  SmallVector<AffineExpr> exprs;
+  for (unsigned d : dims)
+    exprs.push_back(getAffineDimExpr(d, ctx));
+  return AffineMap::get(numDims, 0, exprs, ctx);
+}
+
+std::optional<MatmulInfo> mlir::linfuse::matchMatmul(Operation *op) {
+  if (!isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op))
+    return std::nullopt;
+  auto linalgOp = cast<linalg::LinalgOp>(op);
+  if (!linalgOp.hasPureTensorSemantics() || op->getNumResults() != 1 ||
+      linalgOp.getNumDpsInputs() != 2)
+    return std::nullopt;
+
+  MatmulInfo info;
+  info.op = linalgOp;
+  info.batched = isa<linalg::BatchMatmulOp>(op);
+  info.lhs = linalgOp.getDpsInputOperand(0)->get();
+  info.rhs = linalgOp.getDpsInputOperand(1)->get();
+  info.init = linalgOp.getDpsInitOperand(0)->get();
+
+  auto lhsType = dyn_cast<RankedTensorType>(info.lhs.getType());
+  auto rhsType = dyn_cast<RankedTensorType>(info.rhs.getType());
+  auto resType = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  if (!lhsType || !rhsType || !resType)
+    return std::nullopt;
+  if (!isa<FloatType>(lhsType.getElementType()) ||
+      lhsType.getElementType() != rhsType.getElementType() ||
+      !isa<FloatType>(resType.getElementType()))
+    return std::nullopt;
+
+  // Loop dims: (m, n, k) or (b, m, n, k).
+  MLIRContext *ctx = op->getContext();
+  unsigned b = info.batched ? 1 : 0;
+  unsigned numDims = 3 + b;
+  unsigned m = b, n = b + 1, k = b + 2;
+  auto withBatch = [&](std::initializer_list<unsigned> dims) {
+    SmallVector<unsigned> all;
+    if (info.batched)
+      all.push_back(0);
+    all.append(dims.begin(), dims.end());
+    return projection(ctx, numDims, all);
+  };
+  info.maps.assign(linalgOp.getIndexingMapsArray());
+  ArrayRef<AffineMap> maps = info.maps;
+  if (maps[2] != withBatch({m, n}))
+    return std::nullopt;
+  if (maps[0] == withBatch({m, k}))
+    info.lhsTransposed = false;
+  else if (maps[0] == withBatch({k, m}))
+    info.lhsTransposed = true;
+  else
+    return std::nullopt;
+  info.lhsMap = maps[0];
+
+  WeightLayout rhsLayout;
+  if (maps[1] == withBatch({k, n}))
+    rhsLayout = WeightLayout::KN;
+  else if (maps[1] == withBatch({n, k}))
+    rhsLayout = WeightLayout::NK;
+  else
+    return std::nullopt;
+
+  // Look through a transpose of the weight's last two dims (torch-mlir
+  // emits `linalg.transpose %w [out, in] -> [in, out]` before a plain matmul).
+  info.weight = info.rhs;
+  info.layout = rhsLayout;
+  if (auto transpose = info.rhs.getDefiningOp<linalg::TransposeOp>()) {
+    SmallVector<int64_t> swapLast =
+        info.batched ? SmallVector<int64_t>{0, 2, 1} : SmallVector<int64_t>{1, 0};
+    if (transpose.getPermutation() == ArrayRef<int64_t>(swapLast) &&
+        transpose.hasPureTensorSemantics()) {
+      info.weight = transpose.getInput();
+      info.layout = rhsLayout == WeightLayout::KN ? WeightLayout::NK
+                                                   : WeightLayout::KN;
+      info.weightTranspose = transpose;
+    }
+  }
+
+  auto weightType = cast<RankedTensorType>(info.weight.getType());
+  if (!weightType.hasStaticShape())
+    return std::nullopt;
+  unsigned wb = info.batched ? 1 : 0;
+  info.k = weightType.getDimSize(wb + (info.layout == WeightLayout::KN ? 0 : 1));
+  info.n = weightType.getDimSize(wb + (info.layout == WeightLayout::KN ? 1 : 0));
+  info.batch = info.batched ? weightType.getDimSize(0) : 1;
+  if (resType.getDimSize(resType.getRank() - 1) != info.n)
+    return std::nullopt;
+
+  if (op->getResult(0).hasOneUse())
+    info.biasAdd = matchBiasAdd(*op->getResult(0).getUsers().begin(),
+                                op->getResult(0));
+  return info;
+}
+
+/// True when `body` is `yield(addf(x, y))` with {x, y} = {lhsArg, rhsArg}.
+static bool isAddOf(Block &body, BlockArgument lhsArg, BlockArgument rhsArg) {
+  if (!llvm::hasSingleElement(body.without_terminator()))
+    return false;
+  auto add = dyn_cast<arith::AddFOp>(body.front());
+  auto yield = dyn_cast<linalg::YieldOp>(body.getTerminator());
+  if (!add || !yield || yield.getNumOperands() != 1 ||
+      yield.getOperand(0) != add.getResult())
+    return false;
+  return (add.getLhs() == lhsArg && add.getRhs() == rhsArg) ||
+         (add.getLhs() == rhsArg && add.getRhs() == lhsArg);
+}
+
+std::optional<BiasAdd> mlir::linfuse::matchBiasAdd(Operation *user,
+                                                   Value matmulResult) {
+  auto resultType = cast<RankedTensorType>(matmulResult.getType());
+  int64_t rank = resultType.getRank();
+  int64_t n = resultType.getDimSize(rank - 1);
+  MLIRContext *ctx = user->getContext();
+  auto isBiasVector = [&](Value v) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    return t && t.getRank() == 1 && t.getDimSize(0) == n &&
+           t.getElementType() == resultType.getElementType();
+  };
+  if (user->getNumResults() != 1 || user->getResult(0).getType() != resultType)
+    return std::nullopt;
+
+  // linalg.add(matmul, linalg.broadcast(bias) along all but the last dim).
+  if (auto add = dyn_cast<linalg::AddOp>(user)) {
+    if (!add.hasPureTensorSemantics())
+      return std::nullopt;
+    Value other = add.getDpsInputOperand(0)->get() == matmulResult
+                      ? add.getDpsInputOperand(1)->get()
+                      : add.getDpsInputOperand(0)->get();
+    if (other == matmulResult)
+      return std::nullopt;
+    auto broadcast = other.getDefiningOp<linalg::BroadcastOp>();
+    SmallVector<int64_t> leading = llvm::to_vector(llvm::seq<int64_t>(0, rank - 1));
+    if (!broadcast || broadcast.getDimensions() != ArrayRef<int64_t>(leading) ||
+        !isBiasVector(broadcast.getInput()))
+      return std::nullopt;
+    return BiasAdd{user, broadcast.getInput()};
+  }
+
+  // linalg.generic {identity, (d...) -> (d_last)} computing addf, with the
+  // matmul result as an input or as the init.
+  auto generic = dyn_cast<linalg::GenericOp>(user);
+  if (!generic || !generic.hasPureTensorSemantics() ||
+      generic.getNumDpsInits() != 1 ||
+      generic.getNumParallelLoops() != generic.getNumLoops() ||
+      generic.getNumLoops() != static_cast<unsigned>(rank))
+    return std::nullopt;
+  AffineMap identity = AffineMap::getMultiDimIdentityMap(rank, ctx);
+  AffineMap lastDim =
+      AffineMap::get(rank, 0, getAffineDimExpr(rank - 1, ctx), ctx);
+  OpOperand *mmOperand = nullptr, *biasOperand = nullptr;
+  for (OpOperand &operand : generic->getOpOperands()) {
+    AffineMap map = generic.getMatchingIndexingMap(&operand);
+    bool isInit = generic.isDpsInit(&operand);
+    if (operand.get() == matmulResult && map == identity && !mmOperand)
+      mmOperand = &operand;
+    else if (!isInit && map == lastDim && isBiasVector(operand.get()) &&
+             !biasOperand)
+      biasOperand = &operand;
+    else if (isInit && map == identity)
+      continue; // A plain destination; its value is ignored by the body.
+    else
+      return std::nullopt;
+  }
+  if (!mmOperand || !biasOperand)
+    return std::nullopt;
+  if (!isAddOf(*generic.getBlock(), generic.getMatchingBlockArgument(mmOperand),
+               generic.getMatchingBlockArgument(biasOperand)))
+    return std::nullopt;
+  return BiasAdd{user, biasOperand->get()};
+}
+
+std::optional<Attribute> mlir::linfuse::matchConstantFill(Value init) {
+  auto fill = init.getDefiningOp<linalg::FillOp>();
+  if (!fill || !fill.hasPureTensorSemantics() ||
+      !fill.getOutputs()[0].getDefiningOp<tensor::EmptyOp>())
+    return std::nullopt;
+  Attribute value;
+  if (!matchPattern(fill.getInputs()[0], m_Constant(&value)))
+    return std::nullopt;
+  return value;
+}

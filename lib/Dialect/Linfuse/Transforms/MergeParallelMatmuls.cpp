@@ -1,0 +1,606 @@
+//===- MergeParallelMatmuls.cpp - horizontal matmul merging ---------------===//
+//
+// Matmuls that read the same input (Q/K/V, gate/up) become one matmul over
+// concatenated weights plus zero-copy slices; matmuls that read the same
+// weight become one matmul over concatenated inputs. The legality rules are
+// the ones XLA's DotMerger, TVM's CombineParallelMatmul and IREE's horizontal
+// contraction fusion converged on: same operand after CSE, same K and element
+// types, no member depending on another, and a placement where every operand
+// dominates the merged op and the merged op dominates every user.
+//
+//===----------------------------------------------------------------------===//
+
+#include "linfuse/Dialect/Linfuse/Transforms/MergeParallelMatmuls.h"
+#include "linfuse/Dialect/Linfuse/Transforms/PassStatistics.h"
+#include "linfuse/Dialect/Linfuse/Transforms/Passes.h"
+#include "linfuse/Dialect/Linfuse/Transforms/Remarks.h"
+
+#include "mlir/Analysis/SliceAnalysis.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/IndexingUtils.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "linfuse-merge-parallel-matmuls"
+
+namespace mlir {
+namespace linfuse {
+#define GEN_PASS_DEF_MERGEPARALLELMATMULSPASS
+#include "linfuse/Dialect/Linfuse/Transforms/Passes.h.inc"
+} // namespace linfuse
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::linfuse;
+
+//===----------------------------------------------------------------------===//
+// Analysis
+//===----------------------------------------------------------------------===//
+
+/// The op of `block` that is or contains the definition of `v`; null when `v`
+/// is defined outside `block` or is one of its arguments (it then dominates
+/// every op of the block).
+static Operation *definerInBlock(Block &block, Value v) {
+  Operation *def = v.getDefiningOp();
+  return def ? block.findAncestorOpInBlock(*def) : nullptr;
+}
+
+/// The later of two anchors (null = block start).
+static Operation *laterOf(Operation *a, Operation *b) {
+  if (!a)
+    return b;
+  if (!b)
+    return a;
+  return a->isBeforeInBlock(b) ? b : a;
+}
+
+/// The ops of `member` that disappear when it is merged.
+static SmallVector<Operation *, 2> memberOps(const MatmulInfo &member) {
+  SmallVector<Operation *, 2> ops{member.op};
+  if (member.biasAdd)
+    ops.push_back(member.biasAdd->op);
+  return ops;
+}
+
+/// Operands the merged computation needs from `member`, besides the shared
+/// one. The accumulator is only needed when accumulators are concatenated.
+static SmallVector<Value> neededValues(const MatmulInfo &member,
+                                       MergeKind kind, bool concatInits) {
+  SmallVector<Value> values;
+  values.push_back(member.lhs);
+  values.push_back(kind == MergeKind::SharedLhs ? member.weight : member.rhs);
+  if (concatInits)
+    values.push_back(member.init);
+  if (member.biasAdd && kind == MergeKind::SharedLhs)
+    values.push_back(member.biasAdd->bias);
+  return values;
+}
+
+/// True when some op of `to` is in the backward slice of an op of `from`.
+static bool dependsOn(ArrayRef<Operation *> from, ArrayRef<Operation *> to) {
+  BackwardSliceOptions options;
+  options.inclusive = false;
+  Block *block = from.front()->getBlock();
+  options.filter = [&](Operation *op) {
+    return op->getBlock() == block || block->findAncestorOpInBlock(*op);
+  };
+  SetVector<Operation *> slice;
+  for (Operation *op : from)
+    (void)getBackwardSlice(op, &slice, options);
+  return llvm::any_of(to, [&](Operation *op) { return slice.contains(op); });
+}
+
+/// True when every user of `member`'s result comes after `anchor`.
+static bool usersFollow(Block &block, const MatmulInfo &member,
+                        Operation *anchor) {
+  if (!anchor)
+    return true;
+  for (Operation *user : member.finalResult().getUsers()) {
+    Operation *inBlock = block.findAncestorOpInBlock(*user);
+    if (!inBlock || !anchor->isBeforeInBlock(inBlock))
+      return false;
+  }
+  return true;
+}
+
+namespace {
+/// Builds legal groups greedily, in program order, from candidates that
+/// already agree on everything the group key checks.
+class GroupBuilder {
+public:
+  GroupBuilder(Block &block, MergeKind kind, const MergeOptions &options)
+      : block(block), kind(kind), options(options) {}
+
+  void build(ArrayRef<MatmulInfo> candidates,
+             SmallVectorImpl<MergeGroup> &groups) {
+    SmallVector<MatmulInfo> remaining(candidates.begin(), candidates.end());
+    while (remaining.size() >= options.minGroupSize) {
+      MergeGroup group;
+      group.kind = kind;
+      SmallVector<bool> taken(remaining.size(), false);
+      for (auto [index, candidate] : llvm::enumerate(remaining)) {
+        if (tryAdd(group, candidate))
+          taken[index] = true;
+      }
+      if (group.members.size() >= options.minGroupSize)
+        groups.push_back(group);
+      // Whatever was not taken may still form a group of its own; the first
+      // candidate is dropped either way so the loop terminates.
+      SmallVector<MatmulInfo> rest;
+      for (auto [index, candidate] : llvm::enumerate(remaining))
+        if (!taken[index] && index != 0)
+          rest.push_back(candidate);
+      remaining = std::move(rest);
+    }
+  }
+
+private:
+  int64_t concatBytesOf(const MatmulInfo &member) const {
+    if (kind == MergeKind::SharedLhs)
+      return member.weightBytes();
+    auto lhsType = cast<ShapedType>(member.lhs.getType());
+    if (!lhsType.hasStaticShape())
+      return 0; // Unknown until run time; the cap cannot apply.
+    return lhsType.getNumElements() *
+           static_cast<int64_t>(
+               llvm::divideCeil(lhsType.getElementTypeBitWidth(), 8));
+  }
+
+  /// The scalar to fill the merged accumulator with, if all accumulators of
+  /// `members` are fills of one constant; null otherwise.
+  static Value commonFill(ArrayRef<MatmulInfo> members) {
+    std::optional<Attribute> first = matchConstantFill(members.front().init);
+    if (!first)
+      return Value();
+    for (const MatmulInfo &m : members.drop_front())
+      if (matchConstantFill(m.init) != first)
+        return Value();
+    return members.front().init.getDefiningOp<linalg::FillOp>().getInputs()[0];
+  }
+
+  bool tryAdd(MergeGroup &group, const MatmulInfo &candidate) {
+    int64_t bytes = group.concatBytes + concatBytesOf(candidate);
+    if (bytes > options.maxMergedBytes) {
+      LLVM_DEBUG(llvm::dbgs() << "skip (size cap " << options.maxMergedBytes
+                              << " B): " << *candidate.op << "\n");
+      return false;
+    }
+    SmallVector<MatmulInfo> members(group.members);
+    members.push_back(candidate);
+
+    // No member may depend on another, in either direction (a member's
+    // bias-add may come after the candidate).
+    SmallVector<Operation *> candOps(memberOps(candidate));
+    for (const MatmulInfo &member : group.members) {
+      SmallVector<Operation *> ops(memberOps(member));
+      if (dependsOn(candOps, ops) || dependsOn(ops, candOps)) {
+        LLVM_DEBUG(llvm::dbgs() << "skip (dependency): " << *candidate.op
+                                << "\n");
+        return false;
+      }
+    }
+
+    // Placement: after every needed operand, before every user.
+    Value fill = commonFill(members);
+    Operation *anchor = nullptr;
+    for (const MatmulInfo &member : members) {
+      for (Value v : neededValues(member, kind, /*concatInits=*/!fill))
+        anchor = laterOf(anchor, definerInBlock(block, v));
+    }
+    if (fill)
+      anchor = laterOf(anchor, definerInBlock(block, fill));
+    for (const MatmulInfo &member : members) {
+      if (!usersFollow(block, member, anchor)) {
+        LLVM_DEBUG(llvm::dbgs() << "skip (no placement dominates all uses): "
+                                << *candidate.op << "\n");
+        return false;
+      }
+    }
+
+    group.members = std::move(members);
+    group.anchor = anchor;
+    group.fillScalar = fill;
+    group.concatBytes = bytes;
+    return true;
+  }
+
+  Block &block;
+  MergeKind kind;
+  const MergeOptions &options;
+};
+} // namespace
+
+/// Members of one shared-LHS group agree on all of this.
+static bool sameLhsKey(const MatmulInfo &a, const MatmulInfo &b) {
+  return a.lhs == b.lhs && a.lhsMap == b.lhsMap && a.batched == b.batched &&
+         a.weightElementType() == b.weightElementType() &&
+         a.resultElementType() == b.resultElementType() && a.k == b.k &&
+         a.batch == b.batch && a.biasAdd.has_value() == b.biasAdd.has_value();
+}
+
+/// Members of one shared-RHS group agree on all of this.
+static bool sameRhsKey(const MatmulInfo &a, const MatmulInfo &b) {
+  return a.rhs == b.rhs && !a.batched && !b.batched && !a.lhsTransposed &&
+         !b.lhsTransposed &&
+         a.maps == b.maps &&
+         a.lhsElementType() == b.lhsElementType() &&
+         a.resultElementType() == b.resultElementType();
+}
+
+/// Splits `candidates` into buckets whose members agree on `key`, keeping
+/// program order inside each bucket.
+template <typename KeyFn>
+static SmallVector<SmallVector<MatmulInfo>>
+bucketBy(ArrayRef<MatmulInfo> candidates, KeyFn sameKey) {
+  SmallVector<SmallVector<MatmulInfo>> buckets;
+  for (const MatmulInfo &c : candidates) {
+    auto it = llvm::find_if(buckets, [&](const SmallVector<MatmulInfo> &b) {
+      return sameKey(b.front(), c);
+    });
+    if (it == buckets.end())
+      buckets.push_back({c});
+    else
+      it->push_back(c);
+  }
+  return buckets;
+}
+
+SmallVector<MergeGroup>
+mlir::linfuse::findMergeGroups(Block &block, const MergeOptions &options) {
+  SmallVector<MatmulInfo> candidates;
+  for (Operation &op : block)
+    if (std::optional<MatmulInfo> info = matchMatmul(&op))
+      candidates.push_back(*info);
+
+  SmallVector<MergeGroup> groups;
+  unsigned minSize = std::max(options.minGroupSize, 2u);
+  MergeOptions effective = options;
+  effective.minGroupSize = minSize;
+  for (auto &bucket : bucketBy(candidates, sameLhsKey))
+    if (bucket.size() >= minSize)
+      GroupBuilder(block, MergeKind::SharedLhs, effective)
+          .build(bucket, groups);
+  if (!options.mergeSharedRhs)
+    return groups;
+
+  // Shared-RHS merging only considers matmuls no shared-LHS group took.
+  llvm::SmallPtrSet<Operation *, 16> taken;
+  for (const MergeGroup &g : groups)
+    for (const MatmulInfo &m : g.members)
+      taken.insert(m.op);
+  SmallVector<MatmulInfo> rest;
+  for (const MatmulInfo &c : candidates)
+    if (!taken.contains(c.op))
+      rest.push_back(c);
+  for (auto &bucket : bucketBy(rest, sameRhsKey))
+    if (bucket.size() >= minSize)
+      GroupBuilder(block, MergeKind::SharedRhs, effective)
+          .build(bucket, groups);
+  return groups;
+}
+
+//===----------------------------------------------------------------------===//
+// Rewrite
+//===----------------------------------------------------------------------===//
+
+static Value concatOrSelf(OpBuilder &b, Location loc, int64_t dim,
+                          ArrayRef<Value> values) {
+  if (values.size() == 1)
+    return values.front();
+  return tensor::ConcatOp::create(b, loc, dim, values);
+}
+
+/// Transposes the last two dims of a weight.
+static Value transposeLastTwo(OpBuilder &b, Location loc, Value weight) {
+  auto type = cast<RankedTensorType>(weight.getType());
+  int64_t rank = type.getRank();
+  SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  std::swap(perm[rank - 1], perm[rank - 2]);
+  SmallVector<int64_t> shape = applyPermutation(type.getShape(), perm);
+  Value init = tensor::EmptyOp::create(b, loc, shape, type.getElementType());
+  return linalg::TransposeOp::create(b, loc, weight, init, perm)->getResult(0);
+}
+
+/// `(d0, ..., d{n-1}) -> (d_i...)` over the matmul's loops.
+static AffineMap loopsMap(MLIRContext *ctx, bool batched,
+                          std::initializer_list<unsigned> dims) {
+  unsigned numDims = batched ? 4 : 3;
+  SmallVector<AffineExpr> exprs;
+  if (batched)
+    exprs.push_back(getAffineDimExpr(0, ctx));
+  for (unsigned d : dims)
+    exprs.push_back(getAffineDimExpr(d + (batched ? 1 : 0), ctx));
+  return AffineMap::get(numDims, 0, exprs, ctx);
+}
+
+/// Sizes of the merged result's leading dims (batch, M) from the LHS.
+static SmallVector<Value> dynamicLeadingSizes(OpBuilder &b, Location loc,
+                                              const MatmulInfo &first,
+                                              RankedTensorType resultType) {
+  SmallVector<Value> sizes;
+  for (int64_t i = 0, e = resultType.getRank() - 1; i < e; ++i) {
+    if (!resultType.isDynamicDim(i))
+      continue;
+    // Result dim i is loop dim i; find it among the LHS map results.
+    std::optional<unsigned> pos = first.lhsMap.getResultPosition(
+        getAffineDimExpr(i, b.getContext()));
+    sizes.push_back(tensor::DimOp::create(b, loc, first.lhs, *pos));
+  }
+  return sizes;
+}
+
+/// The merged accumulator: one fill, or the members' accumulators
+/// concatenated along `dim`.
+static Value mergedInit(OpBuilder &b, Location loc, const MergeGroup &group,
+                        RankedTensorType type, ValueRange dynamicSizes,
+                        int64_t dim) {
+  if (group.fillScalar) {
+    Value empty = tensor::EmptyOp::create(b, loc, type, dynamicSizes);
+    return linalg::FillOp::create(b, loc, group.fillScalar, empty)
+        ->getResult(0);
+  }
+  SmallVector<Value> inits = llvm::map_to_vector(
+      group.members, [](const MatmulInfo &m) { return m.init; });
+  return concatOrSelf(b, loc, dim, inits);
+}
+
+/// `result + broadcast(bias)` along the last dim, as a linalg.generic.
+static Value addBias(OpBuilder &b, Location loc, Value result, Value bias,
+                     ValueRange dynamicSizes) {
+  auto type = cast<RankedTensorType>(result.getType());
+  int64_t rank = type.getRank();
+  MLIRContext *ctx = b.getContext();
+  AffineMap id = AffineMap::getMultiDimIdentityMap(rank, ctx);
+  AffineMap last = AffineMap::get(rank, 0, getAffineDimExpr(rank - 1, ctx));
+  Value empty = tensor::EmptyOp::create(b, loc, type, dynamicSizes);
+  SmallVector<utils::IteratorType> iterators(rank,
+                                             utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      b, loc, TypeRange{type}, ValueRange{result, bias}, ValueRange{empty},
+      ArrayRef<AffineMap>{id, last, id}, iterators,
+      [](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value sum = arith::AddFOp::create(nb, nloc, args[0], args[1]);
+        linalg::YieldOp::create(nb, nloc, sum);
+      });
+  return generic->getResult(0);
+}
+
+/// Creates a matmul of the same kind as `like` with explicit maps.
+static linalg::LinalgOp createMatmul(OpBuilder &b, Location loc,
+                                     const MatmulInfo &like,
+                                     RankedTensorType type, Value lhs,
+                                     Value rhs, Value init,
+                                     ArrayRef<AffineMap> maps) {
+  Operation *op;
+  if (like.batched)
+    op = linalg::BatchMatmulOp::create(b, loc, TypeRange{type},
+                                       ValueRange{lhs, rhs}, ValueRange{init});
+  else
+    op = linalg::MatmulOp::create(b, loc, TypeRange{type},
+                                  ValueRange{lhs, rhs}, ValueRange{init});
+  op->setAttr("indexing_maps",
+              b.getAffineMapArrayAttr(SmallVector<AffineMap>(maps)));
+  return cast<linalg::LinalgOp>(op);
+}
+
+/// Replaces each member's result by its slice and erases the member.
+static void replaceMembers(RewriterBase &rewriter, const MergeGroup &group,
+                           ArrayRef<Value> slices) {
+  for (auto [member, slice] : llvm::zip_equal(group.members, slices)) {
+    rewriter.replaceAllUsesWith(member.finalResult(), slice);
+    if (member.biasAdd)
+      rewriter.eraseOp(member.biasAdd->op);
+    rewriter.eraseOp(member.op);
+  }
+}
+
+static FailureOr<linalg::LinalgOp> mergeSharedLhs(RewriterBase &rewriter,
+                                                  const MergeGroup &group,
+                                                  Location loc) {
+  const MatmulInfo &first = group.members.front();
+  MLIRContext *ctx = rewriter.getContext();
+  bool batched = first.batched;
+
+  // Normalize every weight to the layout most members already have, so
+  // only the minority gets a (compile-time, for constants) transpose.
+  unsigned numNK = llvm::count_if(group.members, [](const MatmulInfo &m) {
+    return m.layout == WeightLayout::NK;
+  });
+  WeightLayout layout = 2 * numNK >= group.members.size() ? WeightLayout::NK
+                                                          : WeightLayout::KN;
+  SmallVector<Value> weights;
+  int64_t totalN = 0;
+  for (const MatmulInfo &m : group.members) {
+    weights.push_back(m.layout == layout
+                          ? m.weight
+                          : transposeLastTwo(rewriter, loc, m.weight));
+    totalN += m.n;
+  }
+  int64_t weightNDim = (batched ? 1 : 0) + (layout == WeightLayout::NK ? 0 : 1);
+  Value weight = concatOrSelf(rewriter, loc, weightNDim, weights);
+
+  auto firstType = cast<RankedTensorType>(first.op->getResult(0).getType());
+  SmallVector<int64_t> shape(firstType.getShape());
+  shape.back() = totalN;
+  auto type = RankedTensorType::get(shape, firstType.getElementType());
+  SmallVector<Value> dynSizes =
+      dynamicLeadingSizes(rewriter, loc, first, type);
+  Value init = mergedInit(rewriter, loc, group, type, dynSizes,
+                          type.getRank() - 1);
+
+  // Loop dims: m = 0, n = 1, k = 2 (after the batch dim when batched).
+  AffineMap rhsMap = layout == WeightLayout::NK ? loopsMap(ctx, batched, {1, 2})
+                                                : loopsMap(ctx, batched, {2, 1});
+  linalg::LinalgOp merged =
+      createMatmul(rewriter, loc, first, type, first.lhs, weight, init,
+                   {first.lhsMap, rhsMap, loopsMap(ctx, batched, {0, 1})});
+  Value result = merged->getResult(0);
+
+  if (first.biasAdd) {
+    SmallVector<Value> biases = llvm::map_to_vector(
+        group.members, [](const MatmulInfo &m) { return m.biasAdd->bias; });
+    result = addBias(rewriter, loc, result,
+                     concatOrSelf(rewriter, loc, 0, biases), dynSizes);
+  }
+
+  // Slices along N: offsets are static, leading sizes may be dynamic.
+  SmallVector<Value> slices;
+  int64_t offset = 0;
+  int64_t rank = type.getRank();
+  SmallVector<OpFoldResult> leadingSizes =
+      tensor::getMixedSizes(rewriter, loc, result);
+  for (const MatmulInfo &m : group.members) {
+    SmallVector<OpFoldResult> offsets(rank, rewriter.getIndexAttr(0));
+    SmallVector<OpFoldResult> sizes(leadingSizes);
+    SmallVector<OpFoldResult> strides(rank, rewriter.getIndexAttr(1));
+    offsets.back() = rewriter.getIndexAttr(offset);
+    sizes.back() = rewriter.getIndexAttr(m.n);
+    slices.push_back(tensor::ExtractSliceOp::create(
+        rewriter, loc, cast<RankedTensorType>(m.finalResult().getType()),
+        result, offsets, sizes, strides));
+    offset += m.n;
+  }
+  replaceMembers(rewriter, group, slices);
+  return merged;
+}
+
+static FailureOr<linalg::LinalgOp> mergeSharedRhs(RewriterBase &rewriter,
+                                                  const MergeGroup &group,
+                                                  Location loc) {
+  const MatmulInfo &first = group.members.front();
+  SmallVector<Value> lhss = llvm::map_to_vector(
+      group.members, [](const MatmulInfo &m) { return m.lhs; });
+  Value lhs = concatOrSelf(rewriter, loc, 0, lhss);
+
+  auto firstType = cast<RankedTensorType>(first.op->getResult(0).getType());
+  int64_t totalM = cast<RankedTensorType>(lhs.getType()).getDimSize(0);
+  auto type = RankedTensorType::get({totalM, firstType.getDimSize(1)},
+                                    firstType.getElementType());
+  SmallVector<Value> dynSizes;
+  if (ShapedType::isDynamic(totalM))
+    dynSizes.push_back(tensor::DimOp::create(rewriter, loc, lhs, 0));
+  Value init = mergedInit(rewriter, loc, group, type, dynSizes, 0);
+  linalg::LinalgOp merged =
+      createMatmul(rewriter, loc, first, type, lhs, first.rhs, init,
+                   first.maps);
+
+  // Slices along M; offsets are sums of (possibly dynamic) row counts.
+  SmallVector<Value> slices;
+  OpFoldResult offset = rewriter.getIndexAttr(0);
+  for (const MatmulInfo &m : group.members) {
+    OpFoldResult rows = tensor::getMixedSize(rewriter, loc, m.lhs, 0);
+    SmallVector<OpFoldResult> offsets{offset, rewriter.getIndexAttr(0)};
+    SmallVector<OpFoldResult> sizes{rows, rewriter.getIndexAttr(first.n)};
+    SmallVector<OpFoldResult> strides(2, rewriter.getIndexAttr(1));
+    slices.push_back(tensor::ExtractSliceOp::create(
+        rewriter, loc, cast<RankedTensorType>(m.op->getResult(0).getType()),
+        merged->getResult(0), offsets, sizes, strides));
+    std::optional<int64_t> a = getConstantIntValue(offset),
+                           c = getConstantIntValue(rows);
+    if (a && c) {
+      offset = rewriter.getIndexAttr(*a + *c);
+    } else {
+      Value lhsV = getValueOrCreateConstantIndexOp(rewriter, loc, offset);
+      Value rhsV = getValueOrCreateConstantIndexOp(rewriter, loc, rows);
+      offset = arith::AddIOp::create(rewriter, loc, lhsV, rhsV).getResult();
+    }
+  }
+  // Only the matmuls merge; a member's own bias-add keeps consuming its
+  // slice, so it must be the matmul result that gets replaced.
+  for (auto [member, slice] : llvm::zip_equal(group.members, slices)) {
+    rewriter.replaceAllUsesWith(member.op->getResult(0), slice);
+    rewriter.eraseOp(member.op);
+  }
+  return merged;
+}
+
+FailureOr<linalg::LinalgOp>
+mlir::linfuse::mergeGroup(RewriterBase &rewriter, const MergeGroup &group) {
+  if (group.members.size() < 2)
+    return failure();
+  Block *block = group.members.front().op->getBlock();
+  SmallVector<Location> locs = llvm::map_to_vector(
+      group.members, [](const MatmulInfo &m) { return m.op->getLoc(); });
+  Location loc = rewriter.getFusedLoc(locs);
+
+  OpBuilder::InsertionGuard guard(rewriter);
+  if (group.anchor)
+    rewriter.setInsertionPointAfter(group.anchor);
+  else
+    rewriter.setInsertionPointToStart(block);
+  return group.kind == MergeKind::SharedLhs
+             ? mergeSharedLhs(rewriter, group, loc)
+             : mergeSharedRhs(rewriter, group, loc);
+}
+
+//===----------------------------------------------------------------------===//
+// Pass
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct MergeParallelMatmulsPass
+    : public linfuse::impl::MergeParallelMatmulsPassBase<
+          MergeParallelMatmulsPass> {
+  using MergeParallelMatmulsPassBase::MergeParallelMatmulsPassBase;
+
+  void runOnOperation() override {
+    MergeOptions options;
+    options.minGroupSize = minGroupSize;
+    options.maxMergedBytes = maxMergedBytes;
+    options.mergeSharedRhs = mergeSharedRhs;
+
+    SmallVector<Block *> blocks;
+    getOperation()->walk([&](Block *block) { blocks.push_back(block); });
+
+    IRRewriter rewriter(&getContext());
+    for (Block *block : blocks) {
+      // Merging one group can change what feeds another (a member's result
+      // becomes a slice), so the analysis is redone after every merge.
+      while (true) {
+        SmallVector<MergeGroup> groups = findMergeGroups(*block, options);
+        if (groups.empty())
+          break;
+        const MergeGroup &group = groups.front();
+        std::string remark;
+        if (remarksEnabled())
+          remark = describe(group);
+        FailureOr<linalg::LinalgOp> merged = mergeGroup(rewriter, group);
+        if (failed(merged)) {
+          group.members.front().op->emitError(
+              "linfuse: failed to merge a legal matmul group");
+          return signalPassFailure();
+        }
+        emitOptimizationRemark(*merged, remark + describeShape(cast<ShapedType>(
+                                   (*merged)->getResult(0).getType())
+                                                       .getShape()) +
+                                            " GEMM");
+        ++numGroupsMerged;
+        numMatmulsRemoved += group.members.size() - 1;
+        numBytesConcatenated += group.concatBytes;
+      }
+    }
+  }
+
+  PassStatistic numGroupsMerged{this, "groups-merged",
+                                "Number of matmul groups merged into one"};
+  PassStatistic numMatmulsRemoved{this, "matmuls-removed",
+                                  "Number of matmuls removed by merging"};
+  PassStatistic numBytesConcatenated{
+      this, "bytes-concatenated", "Bytes of weights (or inputs) concatenated"};
+
+  /// "merged 3 matmuls sharing %x into one " (the shape follows).
+  static std::string describe(const MergeGroup &group) {
+    const MatmulInfo &first = group.members.front();
+    bool lhs = group.kind == MergeKind::SharedLhs;
+    std::string text = "merged " + std::to_string(group.members.size()) +
+                       " matmuls sharing " +
+                       describeValue(lhs ? first.lhs : first.rhs);
+    if (lhs && first.biasAdd)
+      text += " (with their bias-adds)";
+    return text + " into one ";
+  }
+};
+} // namespace

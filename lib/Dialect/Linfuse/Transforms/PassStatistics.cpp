@@ -1,0 +1,80 @@
+//===- PassStatistics.cpp - statistics that count in release builds -------===//
+
+#include "linfuse/Dialect/Linfuse/Transforms/PassStatistics.h"
+
+#include "llvm/Support/Format.h"
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+using namespace mlir;
+using namespace mlir::linfuse;
+
+namespace {
+struct Entry {
+  std::string pass, name, description;
+  uint64_t value = 0;
+};
+struct Registry {
+  std::mutex mutex;
+  std::vector<Entry> entries; // In first-counted order.
+};
+} // namespace
+
+static Registry &registry() {
+  static Registry instance;
+  return instance;
+}
+
+PassStatistic &PassStatistic::operator+=(uint64_t delta) {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  llvm::StringRef pass = owner->getArgument();
+  for (Entry &e : r.entries) {
+    if (e.pass == pass && e.name == name) {
+      e.value += delta;
+      return *this;
+    }
+  }
+  r.entries.push_back({pass.str(), name, description, delta});
+  return *this;
+}
+
+uint64_t mlir::linfuse::getPassStatistic(llvm::StringRef passArgument,
+                                         llvm::StringRef name) {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  for (Entry &e : r.entries)
+    if (e.pass == passArgument && e.name == name)
+      return e.value;
+  return 0;
+}
+
+void mlir::linfuse::printPassStatistics(llvm::raw_ostream &os) {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  if (r.entries.empty())
+    return;
+  os << "===" << std::string(73, '-') << "===\n"
+     << "                     ... linfuse pass statistics report ...\n"
+     << "===" << std::string(73, '-') << "===\n";
+  std::vector<std::string> passes;
+  for (Entry &e : r.entries)
+    if (llvm::find(passes, e.pass) == passes.end())
+      passes.push_back(e.pass);
+  for (const std::string &pass : passes) {
+    os << pass << "\n";
+    for (Entry &e : r.entries)
+      if (e.pass == pass)
+        os << llvm::format("  (S) %8llu %-28s - %s\n",
+                           static_cast<unsigned long long>(e.value),
+                           e.name.c_str(), e.description.c_str());
+  }
+}
+
+void mlir::linfuse::resetPassStatistics() {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.entries.clear();
+}
