@@ -18,6 +18,11 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.linfuse_obj_root, "test")
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
+# Debian's python3 (it has python3-numpy); lit itself runs on it.
+config.substitutions.append(("%python", "/usr/bin/python3"))
+config.substitutions.append(
+    ("%mlir_lib_dir", os.path.join(os.path.dirname(config.mlir_tools_dir),
+                                   "lib")))
 config.substitutions.append(("%linfuse_src_root", config.linfuse_src_root))
 config.substitutions.append(("%linfuse_obj_root", config.linfuse_obj_root))
 config.substitutions.append(("%linfuse_lib_dir", config.linfuse_lib_dir))
@@ -33,6 +38,8 @@ tool_dirs = [config.linfuse_tools_dir, config.llvm_tools_dir]
 tools = [
     "linfuse-opt",
     ToolSubst("%mlir-opt", os.path.join(config.mlir_tools_dir, "mlir-opt")),
+    ToolSubst("%mlir-runner",
+              os.path.join(config.mlir_tools_dir, "mlir-runner")),
 ]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 

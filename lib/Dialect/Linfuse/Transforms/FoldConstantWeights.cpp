@@ -30,11 +30,15 @@ using namespace mlir;
 using namespace mlir::linfuse;
 
 namespace {
-/// Replaces `op`'s result with a constant of `bytes`.
-LogicalResult replaceWithConstant(PatternRewriter &rewriter, Operation *op,
-                                  RankedTensorType type,
-                                  ArrayRef<char> bytes, int64_t threshold) {
-  ElementsAttr value = makeConstant(type, bytes, threshold);
+/// Replaces `op`'s result with a constant of `type` whose bytes `fill`
+/// writes.
+LogicalResult
+replaceWithConstant(PatternRewriter &rewriter, Operation *op,
+                    RankedTensorType type, int64_t threshold,
+                    function_ref<LogicalResult(MutableArrayRef<char>)> fill) {
+  ElementsAttr value = makeConstant(type, threshold, fill);
+  if (!value)
+    return rewriter.notifyMatchFailure(op, "unsupported constant data");
   rewriter.replaceOpWithNewOp<arith::ConstantOp>(op, type, value);
   return success();
 }
@@ -55,11 +59,11 @@ struct FoldConcatOfConstants : OpRewritePattern<tensor::ConcatOp> {
         return rewriter.notifyMatchFailure(op, "non-constant input");
       parts.push_back(attr);
     }
-    FailureOr<std::vector<char>> bytes =
-        concatConstantBytes(parts, op.getDim(), type);
-    if (failed(bytes))
-      return rewriter.notifyMatchFailure(op, "unsupported constant data");
-    return replaceWithConstant(rewriter, op, type, *bytes, threshold);
+    int64_t dim = op.getDim();
+    return replaceWithConstant(
+        rewriter, op, type, threshold, [&](MutableArrayRef<char> out) {
+          return concatConstantBytes(parts, dim, type, out);
+        });
   }
 
   int64_t threshold;
@@ -79,11 +83,11 @@ struct FoldTransposeOfConstant : OpRewritePattern<linalg::TransposeOp> {
     auto type = cast<RankedTensorType>(op->getResult(0).getType());
     if (!type.hasStaticShape())
       return rewriter.notifyMatchFailure(op, "dynamic shape");
-    FailureOr<std::vector<char>> bytes =
-        transposeConstantBytes(input, op.getPermutation());
-    if (failed(bytes))
-      return rewriter.notifyMatchFailure(op, "unsupported constant data");
-    return replaceWithConstant(rewriter, op, type, *bytes, threshold);
+    ArrayRef<int64_t> perm = op.getPermutation();
+    return replaceWithConstant(
+        rewriter, op, type, threshold, [&](MutableArrayRef<char> out) {
+          return transposeConstantBytes(input, perm, out);
+        });
   }
 
   int64_t threshold;

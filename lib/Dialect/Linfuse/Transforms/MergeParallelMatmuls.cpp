@@ -40,12 +40,21 @@ using namespace mlir::linfuse;
 // Analysis
 //===----------------------------------------------------------------------===//
 
+/// True for an operand-less constant (weights, biases, fill scalars): the
+/// rewrite may move it up to the merged op, so it never limits placement.
+static bool isMovableConstant(Operation *op) {
+  return op && op->getNumOperands() == 0 && op->getNumRegions() == 0 &&
+         op->hasTrait<OpTrait::ConstantLike>();
+}
+
 /// The op of `block` that is or contains the definition of `v`; null when `v`
-/// is defined outside `block` or is one of its arguments (it then dominates
-/// every op of the block).
+/// is defined outside `block`, is one of its arguments, or is a movable
+/// constant (it then dominates, or can be made to dominate, every op).
 static Operation *definerInBlock(Block &block, Value v) {
   Operation *def = v.getDefiningOp();
-  return def ? block.findAncestorOpInBlock(*def) : nullptr;
+  if (!def || isMovableConstant(def))
+    return nullptr;
+  return block.findAncestorOpInBlock(*def);
 }
 
 /// The later of two anchors (null = block start).
@@ -80,12 +89,18 @@ static SmallVector<Value> neededValues(const MatmulInfo &member,
 }
 
 /// True when some op of `to` is in the backward slice of an op of `from`.
-static bool dependsOn(ArrayRef<Operation *> from, ArrayRef<Operation *> to) {
+/// Only ops of the block at or after `horizon` are visited: nothing before
+/// the group's first member can depend on a member, which keeps the walk
+/// local (a layer, not the whole model).
+static bool dependsOn(ArrayRef<Operation *> from, ArrayRef<Operation *> to,
+                      Operation *horizon) {
+  Block *block = horizon->getBlock();
   BackwardSliceOptions options;
   options.inclusive = false;
-  Block *block = from.front()->getBlock();
+  options.omitBlockArguments = true;
   options.filter = [&](Operation *op) {
-    return op->getBlock() == block || block->findAncestorOpInBlock(*op);
+    Operation *inBlock = block->findAncestorOpInBlock(*op);
+    return inBlock && !inBlock->isBeforeInBlock(horizon);
   };
   SetVector<Operation *> slice;
   for (Operation *op : from)
@@ -173,10 +188,14 @@ private:
 
     // No member may depend on another, in either direction (a member's
     // bias-add may come after the candidate).
-    SmallVector<Operation *> candOps(memberOps(candidate));
-    for (const MatmulInfo &member : group.members) {
-      SmallVector<Operation *> ops(memberOps(member));
-      if (dependsOn(candOps, ops) || dependsOn(ops, candOps)) {
+    if (!group.members.empty()) {
+      Operation *horizon = group.members.front().op;
+      SmallVector<Operation *> candOps(memberOps(candidate));
+      SmallVector<Operation *> groupOps;
+      for (const MatmulInfo &member : group.members)
+        llvm::append_range(groupOps, memberOps(member));
+      if (dependsOn(candOps, groupOps, horizon) ||
+          dependsOn(groupOps, candOps, horizon)) {
         LLVM_DEBUG(llvm::dbgs() << "skip (dependency): " << *candidate.op
                                 << "\n");
         return false;
@@ -230,23 +249,31 @@ static bool sameRhsKey(const MatmulInfo &a, const MatmulInfo &b) {
          a.resultElementType() == b.resultElementType();
 }
 
-/// Splits `candidates` into buckets whose members agree on `key`, keeping
-/// program order inside each bucket.
+/// Splits `candidates` into buckets whose members agree on `sameKey`,
+/// keeping program order inside each bucket. Candidates are first hashed on
+/// the shared operand so the work stays linear in the number of matmuls.
 template <typename KeyFn>
 static SmallVector<SmallVector<MatmulInfo>>
-bucketBy(ArrayRef<MatmulInfo> candidates, KeyFn sameKey) {
+bucketBy(ArrayRef<MatmulInfo> candidates, Value (*sharedOperand)(const MatmulInfo &),
+         KeyFn sameKey) {
   SmallVector<SmallVector<MatmulInfo>> buckets;
+  DenseMap<Value, SmallVector<unsigned, 2>> bucketsByOperand;
   for (const MatmulInfo &c : candidates) {
-    auto it = llvm::find_if(buckets, [&](const SmallVector<MatmulInfo> &b) {
-      return sameKey(b.front(), c);
-    });
-    if (it == buckets.end())
+    SmallVector<unsigned, 2> &ids = bucketsByOperand[sharedOperand(c)];
+    auto it = llvm::find_if(
+        ids, [&](unsigned id) { return sameKey(buckets[id].front(), c); });
+    if (it == ids.end()) {
+      ids.push_back(buckets.size());
       buckets.push_back({c});
-    else
-      it->push_back(c);
+    } else {
+      buckets[*it].push_back(c);
+    }
   }
   return buckets;
 }
+
+static Value lhsOf(const MatmulInfo &m) { return m.lhs; }
+static Value rhsOf(const MatmulInfo &m) { return m.rhs; }
 
 SmallVector<MergeGroup>
 mlir::linfuse::findMergeGroups(Block &block, const MergeOptions &options) {
@@ -259,7 +286,7 @@ mlir::linfuse::findMergeGroups(Block &block, const MergeOptions &options) {
   unsigned minSize = std::max(options.minGroupSize, 2u);
   MergeOptions effective = options;
   effective.minGroupSize = minSize;
-  for (auto &bucket : bucketBy(candidates, sameLhsKey))
+  for (auto &bucket : bucketBy(candidates, lhsOf, sameLhsKey))
     if (bucket.size() >= minSize)
       GroupBuilder(block, MergeKind::SharedLhs, effective)
           .build(bucket, groups);
@@ -275,7 +302,7 @@ mlir::linfuse::findMergeGroups(Block &block, const MergeOptions &options) {
   for (const MatmulInfo &c : candidates)
     if (!taken.contains(c.op))
       rest.push_back(c);
-  for (auto &bucket : bucketBy(rest, sameRhsKey))
+  for (auto &bucket : bucketBy(rest, rhsOf, sameRhsKey))
     if (bucket.size() >= minSize)
       GroupBuilder(block, MergeKind::SharedRhs, effective)
           .build(bucket, groups);
@@ -450,8 +477,12 @@ static FailureOr<linalg::LinalgOp> mergeSharedLhs(RewriterBase &rewriter,
   SmallVector<Value> slices;
   int64_t offset = 0;
   int64_t rank = type.getRank();
-  SmallVector<OpFoldResult> leadingSizes =
-      tensor::getMixedSizes(rewriter, loc, result);
+  SmallVector<OpFoldResult> leadingSizes;
+  for (int64_t i = 0, dyn = 0; i < rank; ++i)
+    leadingSizes.push_back(type.isDynamicDim(i)
+                               ? OpFoldResult(dynSizes[dyn++])
+                               : OpFoldResult(rewriter.getIndexAttr(
+                                     type.getDimSize(i))));
   for (const MatmulInfo &m : group.members) {
     SmallVector<OpFoldResult> offsets(rank, rewriter.getIndexAttr(0));
     SmallVector<OpFoldResult> sizes(leadingSizes);
@@ -498,10 +529,14 @@ static FailureOr<linalg::LinalgOp> mergeSharedRhs(RewriterBase &rewriter,
     slices.push_back(tensor::ExtractSliceOp::create(
         rewriter, loc, cast<RankedTensorType>(m.op->getResult(0).getType()),
         merged->getResult(0), offsets, sizes, strides));
+    if (&m == &group.members.back())
+      break;
     std::optional<int64_t> a = getConstantIntValue(offset),
                            c = getConstantIntValue(rows);
     if (a && c) {
       offset = rewriter.getIndexAttr(*a + *c);
+    } else if (a == 0) {
+      offset = rows;
     } else {
       Value lhsV = getValueOrCreateConstantIndexOp(rewriter, loc, offset);
       Value rhsV = getValueOrCreateConstantIndexOp(rewriter, loc, rows);
@@ -531,9 +566,102 @@ mlir::linfuse::mergeGroup(RewriterBase &rewriter, const MergeGroup &group) {
     rewriter.setInsertionPointAfter(group.anchor);
   else
     rewriter.setInsertionPointToStart(block);
+
+  // Constants defined later in the block (weights interleaved with the
+  // matmuls, as an importer emits them) move up to the merged op.
+  auto hoist = [&](Value v) {
+    Operation *def = v ? v.getDefiningOp() : nullptr;
+    if (!isMovableConstant(def) || def->getBlock() != block)
+      return;
+    Block::iterator ip = rewriter.getInsertionPoint();
+    if (ip == block->end() || def->isBeforeInBlock(&*ip))
+      return; // Already dominates the insertion point.
+    if (def == &*ip) {
+      rewriter.setInsertionPointAfter(def);
+      return;
+    }
+    rewriter.moveOpBefore(def, block, ip);
+  };
+  hoist(group.fillScalar);
+  for (const MatmulInfo &m : group.members) {
+    hoist(m.lhs);
+    hoist(group.kind == MergeKind::SharedLhs ? m.weight : m.rhs);
+    hoist(m.init);
+    if (m.biasAdd)
+      hoist(m.biasAdd->bias);
+  }
   return group.kind == MergeKind::SharedLhs
              ? mergeSharedLhs(rewriter, group, loc)
              : mergeSharedRhs(rewriter, group, loc);
+}
+
+/// Everything a group reads (operands, anchor) and everything it replaces
+/// or erases, as opaque pointers taken before any rewrite of the round.
+namespace {
+struct Footprint {
+  SmallVector<const void *> reads, writes;
+};
+} // namespace
+
+static Footprint footprintOf(const MergeGroup &group) {
+  Footprint fp;
+  auto read = [&](Value v) {
+    if (v)
+      fp.reads.push_back(v.getAsOpaquePointer());
+  };
+  if (group.anchor)
+    fp.reads.push_back(group.anchor);
+  read(group.fillScalar);
+  for (const MatmulInfo &m : group.members) {
+    read(m.lhs);
+    read(m.rhs);
+    read(m.weight);
+    read(m.init);
+    if (m.biasAdd)
+      read(m.biasAdd->bias);
+    for (Operation *op : memberOps(m)) {
+      fp.writes.push_back(op);
+      fp.writes.push_back(op->getResult(0).getAsOpaquePointer());
+    }
+  }
+  return fp;
+}
+
+LogicalResult mlir::linfuse::mergeParallelMatmuls(RewriterBase &rewriter,
+                                                  Block &block,
+                                                  const MergeOptions &options,
+                                                  MergeListener *listener) {
+  // Rounds: analyze once, then merge every group that neither reads what an
+  // earlier group of the round replaced nor is read by one (their analysis
+  // is still exact); the others wait for the next round's fresh analysis.
+  // Typical models need one productive round, so the pass stays linear.
+  while (true) {
+    SmallVector<MergeGroup> groups = findMergeGroups(block, options);
+    SmallVector<Footprint> footprints =
+        llvm::map_to_vector(groups, footprintOf);
+    DenseSet<const void *> roundReads, roundWrites;
+    unsigned merged = 0;
+    for (auto [group, fp] : llvm::zip_equal(groups, footprints)) {
+      if (llvm::any_of(fp.reads,
+                       [&](const void *p) { return roundWrites.contains(p); }) ||
+          llvm::any_of(fp.writes,
+                       [&](const void *p) { return roundReads.contains(p); }))
+        continue;
+      roundReads.insert(fp.reads.begin(), fp.reads.end());
+      roundWrites.insert(fp.writes.begin(), fp.writes.end());
+      if (listener)
+        listener->notifyGroupMerging(group);
+      FailureOr<linalg::LinalgOp> op = mergeGroup(rewriter, group);
+      if (failed(op))
+        return block.getParentOp()->emitError(
+            "linfuse: failed to merge a legal matmul group");
+      if (listener)
+        listener->notifyGroupMerged(*op);
+      ++merged;
+    }
+    if (merged == 0)
+      return success();
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -555,33 +683,29 @@ struct MergeParallelMatmulsPass
     SmallVector<Block *> blocks;
     getOperation()->walk([&](Block *block) { blocks.push_back(block); });
 
-    IRRewriter rewriter(&getContext());
-    for (Block *block : blocks) {
-      // Merging one group can change what feeds another (a member's result
-      // becomes a slice), so the analysis is redone after every merge.
-      while (true) {
-        SmallVector<MergeGroup> groups = findMergeGroups(*block, options);
-        if (groups.empty())
-          break;
-        const MergeGroup &group = groups.front();
-        std::string remark;
+    struct Listener : MergeListener {
+      Listener(MergeParallelMatmulsPass &pass) : pass(pass) {}
+      void notifyGroupMerging(const MergeGroup &group) override {
         if (remarksEnabled())
           remark = describe(group);
-        FailureOr<linalg::LinalgOp> merged = mergeGroup(rewriter, group);
-        if (failed(merged)) {
-          group.members.front().op->emitError(
-              "linfuse: failed to merge a legal matmul group");
-          return signalPassFailure();
-        }
-        emitOptimizationRemark(*merged, remark + describeShape(cast<ShapedType>(
-                                   (*merged)->getResult(0).getType())
-                                                       .getShape()) +
-                                            " GEMM");
-        ++numGroupsMerged;
-        numMatmulsRemoved += group.members.size() - 1;
-        numBytesConcatenated += group.concatBytes;
+        ++pass.numGroupsMerged;
+        pass.numMatmulsRemoved += group.members.size() - 1;
+        pass.numBytesConcatenated += group.concatBytes;
       }
-    }
+      void notifyGroupMerged(linalg::LinalgOp merged) override {
+        auto type = cast<ShapedType>(merged->getResult(0).getType());
+        emitOptimizationRemark(merged, remark +
+                                           describeShape(type.getShape()) +
+                                           " GEMM");
+      }
+      MergeParallelMatmulsPass &pass;
+      std::string remark;
+    } listener(*this);
+
+    IRRewriter rewriter(&getContext());
+    for (Block *block : blocks)
+      if (failed(mergeParallelMatmuls(rewriter, *block, options, &listener)))
+        return signalPassFailure();
   }
 
   PassStatistic numGroupsMerged{this, "groups-merged",

@@ -2,14 +2,19 @@
 
 #include "linfuse/Dialect/Linfuse/Transforms/WeightConstants.h"
 
+#include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
-#include "mlir/Dialect/Utils/IndexingUtils.h"
 
 #include <cstring>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 using namespace mlir;
+using namespace mlir::linfuse;
 
 /// Bytes per element, or nullopt for types that are not byte-addressable.
 static std::optional<int64_t> elementBytes(Type elementType) {
@@ -21,8 +26,11 @@ static std::optional<int64_t> elementBytes(Type elementType) {
   return bits / 8;
 }
 
-FailureOr<std::vector<char>>
-mlir::linfuse::getConstantBytes(ElementsAttr attr) {
+static int64_t byteSize(ShapedType type) {
+  return type.getNumElements() * *elementBytes(type.getElementType());
+}
+
+FailureOr<ConstantBytes> mlir::linfuse::getConstantBytes(ElementsAttr attr) {
   auto type = dyn_cast<RankedTensorType>(attr.getType());
   if (!type || !type.hasStaticShape())
     return failure();
@@ -45,25 +53,29 @@ mlir::linfuse::getConstantBytes(ElementsAttr attr) {
     return failure();
   }
 
-  std::vector<char> bytes(total);
-  if (splat) {
-    if (static_cast<int64_t>(raw.size()) < *eltBytes)
+  ConstantBytes bytes;
+  if (!splat) {
+    if (static_cast<int64_t>(raw.size()) != total)
       return failure();
-    for (int64_t offset = 0; offset < total; offset += *eltBytes)
-      std::memcpy(bytes.data() + offset, raw.data(), *eltBytes);
+    bytes.data = raw;
     return bytes;
   }
-  if (static_cast<int64_t>(raw.size()) != total)
+  if (static_cast<int64_t>(raw.size()) < *eltBytes)
     return failure();
-  std::memcpy(bytes.data(), raw.data(), total);
+  bytes.storage.resize(total);
+  for (int64_t offset = 0; offset < total; offset += *eltBytes)
+    std::memcpy(bytes.storage.data() + offset, raw.data(), *eltBytes);
+  bytes.data = bytes.storage;
   return bytes;
 }
 
-FailureOr<std::vector<char>>
-mlir::linfuse::concatConstantBytes(ArrayRef<ElementsAttr> parts, int64_t dim,
-                                   RankedTensorType resultType) {
+LogicalResult mlir::linfuse::concatConstantBytes(ArrayRef<ElementsAttr> parts,
+                                                 int64_t dim,
+                                                 RankedTensorType resultType,
+                                                 MutableArrayRef<char> out) {
   std::optional<int64_t> eltBytes = elementBytes(resultType.getElementType());
-  if (!eltBytes || !resultType.hasStaticShape() || parts.empty())
+  if (!eltBytes || !resultType.hasStaticShape() || parts.empty() ||
+      static_cast<int64_t>(out.size()) != byteSize(resultType))
     return failure();
   ArrayRef<int64_t> shape = resultType.getShape();
   // Rows before `dim` are interleaved; each part contributes one contiguous
@@ -74,52 +86,57 @@ mlir::linfuse::concatConstantBytes(ArrayRef<ElementsAttr> parts, int64_t dim,
   for (int64_t i = dim + 1, e = shape.size(); i < e; ++i)
     inner *= shape[i];
 
-  SmallVector<std::vector<char>> datas;
+  SmallVector<ConstantBytes> datas;
   SmallVector<int64_t> runs;
+  int64_t rowBytes = 0;
   for (ElementsAttr part : parts) {
     auto partType = cast<ShapedType>(part.getType());
-    if (partType.getElementType() != resultType.getElementType())
+    if (partType.getElementType() != resultType.getElementType() ||
+        partType.getRank() != resultType.getRank())
       return failure();
-    FailureOr<std::vector<char>> data = getConstantBytes(part);
+    FailureOr<ConstantBytes> data = getConstantBytes(part);
     if (failed(data))
       return failure();
     datas.push_back(std::move(*data));
     runs.push_back(partType.getDimSize(dim) * inner);
+    rowBytes += runs.back();
   }
+  if (rowBytes * outer != static_cast<int64_t>(out.size()))
+    return failure();
 
-  std::vector<char> out(resultType.getNumElements() * *eltBytes);
   char *dst = out.data();
   for (int64_t row = 0; row < outer; ++row)
     for (auto [data, run] : llvm::zip_equal(datas, runs)) {
-      std::memcpy(dst, data.data() + row * run, run);
+      std::memcpy(dst, data.data.data() + row * run, run);
       dst += run;
     }
-  return out;
+  return success();
 }
 
-FailureOr<std::vector<char>>
+LogicalResult
 mlir::linfuse::transposeConstantBytes(ElementsAttr input,
-                                      ArrayRef<int64_t> permutation) {
+                                      ArrayRef<int64_t> permutation,
+                                      MutableArrayRef<char> out) {
   auto type = cast<ShapedType>(input.getType());
   std::optional<int64_t> eltBytesOpt = elementBytes(type.getElementType());
   if (!eltBytesOpt || !isPermutationVector(permutation) ||
       static_cast<int64_t>(permutation.size()) != type.getRank())
     return failure();
   int64_t eltBytes = *eltBytesOpt;
-  FailureOr<std::vector<char>> data = getConstantBytes(input);
-  if (failed(data))
+  FailureOr<ConstantBytes> data = getConstantBytes(input);
+  if (failed(data) || data->data.size() != out.size())
     return failure();
 
   int64_t rank = type.getRank();
-  SmallVector<int64_t> inStrides = computeStrides(type.getShape());
-  SmallVector<int64_t> outShape = applyPermutation(type.getShape(), permutation);
-  std::vector<char> out(data->size());
   if (rank == 0 || type.getNumElements() == 0) {
-    out = *data;
-    return out;
+    llvm::copy(data->data, out.begin());
+    return success();
   }
-  // Walk the output in order; the innermost output dim is a strided read of
-  // the input (stride of input dim permutation[rank - 1]).
+  SmallVector<int64_t> inStrides = computeStrides(type.getShape());
+  SmallVector<int64_t> outShape =
+      applyPermutation(type.getShape(), permutation);
+  // Walk the output in order; its innermost dim is a strided read of input
+  // dim permutation[rank - 1].
   int64_t innerSize = outShape[rank - 1];
   int64_t innerStride = inStrides[permutation[rank - 1]] * eltBytes;
   SmallVector<int64_t> index(rank - 1, 0);
@@ -129,7 +146,7 @@ mlir::linfuse::transposeConstantBytes(ElementsAttr input,
     int64_t src = 0;
     for (int64_t j = 0; j < rank - 1; ++j)
       src += index[j] * inStrides[permutation[j]];
-    const char *s = data->data() + src * eltBytes;
+    const char *s = data->data.data() + src * eltBytes;
     if (innerStride == eltBytes) {
       std::memcpy(dst, s, innerSize * eltBytes);
       dst += innerSize * eltBytes;
@@ -144,18 +161,47 @@ mlir::linfuse::transposeConstantBytes(ElementsAttr input,
       index[j] = 0;
     }
   }
-  return out;
+  return success();
 }
 
-ElementsAttr mlir::linfuse::makeConstant(RankedTensorType type,
-                                         ArrayRef<char> bytes,
-                                         int64_t resourceThreshold,
-                                         StringRef resourceName) {
-  if (static_cast<int64_t>(bytes.size()) >= resourceThreshold) {
-    // Blobs are aligned to the element size at least (f32 / f16 / bf16).
-    AsmResourceBlob blob =
-        HeapAsmResourceBlob::allocateAndCopyWithAlign(bytes, alignof(double));
+/// Storage for a folded weight. Large blobs are mapped with transparent huge
+/// pages where the kernel offers them: first-touch page faults, not the
+/// copy, dominate the cost of producing hundreds of megabytes of weights.
+static AsmResourceBlob allocateBlob(int64_t size) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr int64_t kHugeThreshold = 4 << 20;
+  if (size >= kHugeThreshold) {
+    void *ptr = mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (ptr != MAP_FAILED) {
+      (void)madvise(ptr, size, MADV_HUGEPAGE);
+      return AsmResourceBlob(
+          ArrayRef<char>(static_cast<char *>(ptr), size), alignof(double),
+          [](void *data, size_t bytes, size_t) { munmap(data, bytes); },
+          /*dataIsMutable=*/true);
+    }
+  }
+#endif
+  return HeapAsmResourceBlob::allocate(size, alignof(double),
+                                       /*dataIsMutable=*/true);
+}
+
+ElementsAttr mlir::linfuse::makeConstant(
+    RankedTensorType type, int64_t resourceThreshold,
+    function_ref<LogicalResult(MutableArrayRef<char>)> fill,
+    StringRef resourceName) {
+  if (!elementBytes(type.getElementType()) || !type.hasStaticShape())
+    return {};
+  int64_t size = byteSize(type);
+  if (size >= resourceThreshold) {
+    // The blob is written in place: no intermediate buffer.
+    AsmResourceBlob blob = allocateBlob(size);
+    if (failed(fill(blob.getMutableData())))
+      return {};
     return DenseResourceElementsAttr::get(type, resourceName, std::move(blob));
   }
+  std::vector<char> bytes(size);
+  if (failed(fill(bytes)))
+    return {};
   return DenseElementsAttr::getFromRawBuffer(type, bytes);
 }

@@ -59,6 +59,21 @@ SmallVector<MergeGroup> findMergeGroups(Block &block,
 FailureOr<linalg::LinalgOp> mergeGroup(RewriterBase &rewriter,
                                        const MergeGroup &group);
 
+/// Observes mergeParallelMatmuls.
+struct MergeListener {
+  virtual ~MergeListener() = default;
+  /// Before `group` is rewritten (its ops are still alive).
+  virtual void notifyGroupMerging(const MergeGroup &group) {}
+  /// After the rewrite; the members are erased by now.
+  virtual void notifyGroupMerged(linalg::LinalgOp merged) {}
+};
+
+/// Merges every legal group among the matmuls of `block` (not nested
+/// blocks), re-analyzing only when one merge feeds another group.
+LogicalResult mergeParallelMatmuls(RewriterBase &rewriter, Block &block,
+                                   const MergeOptions &options,
+                                   MergeListener *listener = nullptr);
+
 } // namespace linfuse
 } // namespace mlir
 

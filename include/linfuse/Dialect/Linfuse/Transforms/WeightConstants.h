@@ -2,7 +2,8 @@
 //
 // Concatenation and transposition of constant tensors through their raw
 // buffers: one memcpy per contiguous run, never an attribute iteration per
-// element, so folding multi-megabyte weights stays fast.
+// element, written straight into the result's storage, so folding
+// multi-megabyte weights costs about one pass over the bytes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,25 +18,34 @@
 namespace mlir {
 namespace linfuse {
 
-/// The row-major bytes of a constant tensor, splats expanded. Fails for
-/// element types that are not byte-sized (i1, i4) and for resources whose
-/// blob is missing.
-FailureOr<std::vector<char>> getConstantBytes(ElementsAttr attr);
+/// The row-major bytes of a constant tensor: a view of the attribute's own
+/// storage, or (for splats) an expanded copy held in `storage`.
+struct ConstantBytes {
+  ArrayRef<char> data;
+  std::vector<char> storage;
+};
 
-/// Concatenates `parts` along `dim` into `resultType`.
-FailureOr<std::vector<char>> concatConstantBytes(ArrayRef<ElementsAttr> parts,
-                                                 int64_t dim,
-                                                 RankedTensorType resultType);
+/// Fails for element types that are not byte-sized (i1, i4), dynamic shapes,
+/// and resources whose blob is missing.
+FailureOr<ConstantBytes> getConstantBytes(ElementsAttr attr);
 
-/// `result[i_perm[0], ...] = input[i_0, ...]` as linalg.transpose defines
-/// it: result dim j is input dim `permutation[j]`.
-FailureOr<std::vector<char>> transposeConstantBytes(
-    ElementsAttr input, ArrayRef<int64_t> permutation);
+/// Writes `parts` concatenated along `dim` (giving `resultType`) into `out`,
+/// which must hold exactly the result's bytes.
+LogicalResult concatConstantBytes(ArrayRef<ElementsAttr> parts, int64_t dim,
+                                  RankedTensorType resultType,
+                                  MutableArrayRef<char> out);
 
-/// An attribute holding `bytes` of `type`: `dense<...>` below
-/// `resourceThreshold` bytes, a `dense_resource` blob at or above it.
-ElementsAttr makeConstant(RankedTensorType type, ArrayRef<char> bytes,
-                          int64_t resourceThreshold,
+/// Writes `input` transposed as linalg.transpose defines it (result dim j is
+/// input dim `permutation[j]`) into `out`.
+LogicalResult transposeConstantBytes(ElementsAttr input,
+                                     ArrayRef<int64_t> permutation,
+                                     MutableArrayRef<char> out);
+
+/// Allocates the storage of a constant of `type`, lets `fill` write its
+/// bytes, and returns it as `dense<...>` below `resourceThreshold` bytes or a
+/// `dense_resource` blob at or above it. Null when `fill` fails.
+ElementsAttr makeConstant(RankedTensorType type, int64_t resourceThreshold,
+                          function_ref<LogicalResult(MutableArrayRef<char>)> fill,
                           StringRef resourceName = "linfuse_weight");
 
 } // namespace linfuse
