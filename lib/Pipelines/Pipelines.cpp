@@ -23,8 +23,8 @@ void mlir::linfuse::buildOptimizePipeline(
 void mlir::linfuse::registerLinfusePipelines() {
   PassPipelineRegistration<OptimizePipelineOptions>(
       "linfuse-optimize",
-      "Target-independent linfuse pipeline: canonicalize, cse, fold matmul "
-      "chains, merge parallel matmuls, fold constant weights, cleanup. "
-      "Emits upstream linalg/tensor/arith ops only.",
+      "Target-independent linfuse pipeline: canonicalize, cse, merge "
+      "parallel matmuls, fold constant weights, canonicalize, cse. Emits "
+      "upstream linalg/tensor/arith ops only.",
       buildOptimizePipeline);
 }

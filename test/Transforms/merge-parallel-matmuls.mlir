@@ -278,6 +278,33 @@ func.func @two_groups_and_a_loop(%x: tensor<8x32xf32>, %y: tensor<8x32xf32>, %w0
 
 // -----
 
+// Constant weights interleaved with the matmuls (as importers emit them),
+// the second one after a user of the first result: constants move to the
+// merged op, so they never block placement.
+// CHECK-LABEL: func.func @interleaved_constant_weights
+// CHECK-SAME:    (%[[X:.*]]: tensor<4x8xf32>)
+// CHECK-DAG:     %[[W0:.*]] = arith.constant dense<1.000000e+00> : tensor<8x8xf32>
+// CHECK-DAG:     %[[W1:.*]] = arith.constant dense<2.000000e+00> : tensor<8x8xf32>
+// CHECK:         %[[W:.*]] = tensor.concat dim(1) %[[W0]], %[[W1]] : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x16xf32>
+// CHECK:         %[[MM:.*]] = linalg.matmul ins(%[[X]], %[[W]] : tensor<4x8xf32>, tensor<8x16xf32>)
+// CHECK-NEXT:    %[[S0:.*]] = tensor.extract_slice %[[MM]][0, 0] [4, 8] [1, 1]
+// CHECK-NEXT:    %[[S1:.*]] = tensor.extract_slice %[[MM]][0, 8] [4, 8] [1, 1]
+// CHECK:         %[[USE:.*]] = linalg.copy ins(%[[S0]]
+// CHECK-NEXT:    return %[[USE]], %[[S1]]
+func.func @interleaved_constant_weights(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %w0 = arith.constant dense<1.0> : tensor<8x8xf32>
+  %0 = linalg.matmul ins(%x, %w0 : tensor<4x8xf32>, tensor<8x8xf32>) outs(%f : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %u = linalg.copy ins(%0 : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %w1 = arith.constant dense<2.0> : tensor<8x8xf32>
+  %1 = linalg.matmul ins(%x, %w1 : tensor<4x8xf32>, tensor<8x8xf32>) outs(%f : tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %u, %1 : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
 //===----------------------------------------------------------------------===//
 // Negative cases: must stay unmerged.
 //===----------------------------------------------------------------------===//

@@ -567,32 +567,36 @@ mlir::linfuse::mergeGroup(RewriterBase &rewriter, const MergeGroup &group) {
   else
     rewriter.setInsertionPointToStart(block);
 
-  // Constants defined later in the block (weights interleaved with the
-  // matmuls, as an importer emits them) move up to the merged op.
-  auto hoist = [&](Value v) {
+  // Constants of this block (weights interleaved with the matmuls, as an
+  // importer emits them) are re-materialized at the merged op: a clone of a
+  // constant shares its attribute, costs no data, and unlike moving the
+  // original needs no program-order query after earlier rewrites.
+  DenseMap<Value, Value> clones;
+  auto materialize = [&](Value v) -> Value {
     Operation *def = v ? v.getDefiningOp() : nullptr;
     if (!isMovableConstant(def) || def->getBlock() != block)
-      return;
-    Block::iterator ip = rewriter.getInsertionPoint();
-    if (ip == block->end() || def->isBeforeInBlock(&*ip))
-      return; // Already dominates the insertion point.
-    if (def == &*ip) {
-      rewriter.setInsertionPointAfter(def);
-      return;
-    }
-    rewriter.moveOpBefore(def, block, ip);
+      return v;
+    Value &clone = clones[v];
+    if (!clone)
+      clone = rewriter.clone(*def)->getResult(0);
+    return clone;
   };
-  hoist(group.fillScalar);
-  for (const MatmulInfo &m : group.members) {
-    hoist(m.lhs);
-    hoist(group.kind == MergeKind::SharedLhs ? m.weight : m.rhs);
-    hoist(m.init);
+  MergeGroup local = group;
+  local.fillScalar = materialize(group.fillScalar);
+  for (MatmulInfo &m : local.members) {
+    m.lhs = materialize(m.lhs);
+    m.rhs = materialize(m.rhs);
+    if (m.weightTranspose == nullptr)
+      m.weight = m.rhs;
+    else
+      m.weight = materialize(m.weight);
+    m.init = materialize(m.init);
     if (m.biasAdd)
-      hoist(m.biasAdd->bias);
+      m.biasAdd->bias = materialize(m.biasAdd->bias);
   }
-  return group.kind == MergeKind::SharedLhs
-             ? mergeSharedLhs(rewriter, group, loc)
-             : mergeSharedRhs(rewriter, group, loc);
+  return local.kind == MergeKind::SharedLhs
+             ? mergeSharedLhs(rewriter, local, loc)
+             : mergeSharedRhs(rewriter, local, loc);
 }
 
 /// Everything a group reads (operands, anchor) and everything it replaces

@@ -1,0 +1,110 @@
+// RUN: linfuse-opt %s -split-input-file --linfuse-optimize | FileCheck %s
+// The result uses upstream ops only: Debian's own mlir-opt re-parses and
+// verifies it.
+// RUN: linfuse-opt %s -split-input-file --linfuse-optimize | %mlir-opt -split-input-file --verify-each | FileCheck %s --check-prefix=UPSTREAM
+// RUN: linfuse-opt %s -split-input-file --linfuse-optimize --mlir-pass-statistics -o /dev/null 2>&1 | FileCheck %s --check-prefix=STATS
+
+// Must show: 3 x nn.Linear with bias on a dynamic batch, torch-mlir style
+// (transposed constant weights, bias as linalg.generic) leaves exactly one
+// matmul; weights and biases are concatenated at compile time, every value
+// in place.
+// CHECK-LABEL: func.func @qkv_constants
+// CHECK-SAME:    (%[[X:.*]]: tensor<?x2xf32>)
+// CHECK-DAG:     %[[B:.*]] = arith.constant dense<[5.000000e-01, -5.000000e-01, 1.500000e+00, 2.500000e+00]> : tensor<4xf32>
+// CHECK-DAG:     %[[W:.*]] = arith.constant dense<{{\[}}[1.000000e+00, 2.000000e+00], [3.000000e+00, 4.000000e+00], [5.000000e+00, 6.000000e+00], [7.000000e+00, 8.000000e+00]]> : tensor<4x2xf32>
+// CHECK-NOT:     linalg.transpose
+// CHECK-NOT:     tensor.concat
+// CHECK:         %[[MM:.*]] = linalg.matmul indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}] ins(%[[X]], %[[W]] : tensor<?x2xf32>, tensor<4x2xf32>) outs(%{{.*}} : tensor<?x4xf32>) -> tensor<?x4xf32>
+// CHECK-NOT:     linalg.matmul
+// CHECK:         %[[ADD:.*]] = linalg.generic {{.*}} ins(%[[MM]], %[[B]] : tensor<?x4xf32>, tensor<4xf32>)
+// CHECK:         %[[Q:.*]] = tensor.extract_slice %[[ADD]][0, 0] [%{{.*}}, 2] [1, 1] : tensor<?x4xf32> to tensor<?x2xf32>
+// CHECK-NEXT:    %[[K:.*]] = tensor.extract_slice %[[ADD]][0, 2] [%{{.*}}, 1] [1, 1] : tensor<?x4xf32> to tensor<?x1xf32>
+// CHECK-NEXT:    %[[V:.*]] = tensor.extract_slice %[[ADD]][0, 3] [%{{.*}}, 1] [1, 1] : tensor<?x4xf32> to tensor<?x1xf32>
+// CHECK-NEXT:    return %[[Q]], %[[K]], %[[V]]
+// UPSTREAM-LABEL: func.func @qkv_constants
+// UPSTREAM-COUNT-1: linalg.matmul
+// UPSTREAM-NOT:     linalg.matmul
+// UPSTREAM:         return
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d1)>
+func.func @qkv_constants(%x: tensor<?x2xf32>) -> (tensor<?x2xf32>, tensor<?x1xf32>, tensor<?x1xf32>) {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %m = tensor.dim %x, %c0 : tensor<?x2xf32>
+  %wq = arith.constant dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf32>
+  %bq = arith.constant dense<[0.5, -0.5]> : tensor<2xf32>
+  %tq_e = tensor.empty() : tensor<2x2xf32>
+  %tq = linalg.transpose ins(%wq : tensor<2x2xf32>) outs(%tq_e : tensor<2x2xf32>) permutation = [1, 0]
+  %eq = tensor.empty(%m) : tensor<?x2xf32>
+  %fq = linalg.fill ins(%zero : f32) outs(%eq : tensor<?x2xf32>) -> tensor<?x2xf32>
+  %q0 = linalg.matmul ins(%x, %tq : tensor<?x2xf32>, tensor<2x2xf32>) outs(%fq : tensor<?x2xf32>) -> tensor<?x2xf32>
+  %q = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]} ins(%q0, %bq : tensor<?x2xf32>, tensor<2xf32>) outs(%eq : tensor<?x2xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<?x2xf32>
+  %wk = arith.constant dense<[[5.0, 6.0]]> : tensor<1x2xf32>
+  %bk = arith.constant dense<[1.5]> : tensor<1xf32>
+  %tk_e = tensor.empty() : tensor<2x1xf32>
+  %tk = linalg.transpose ins(%wk : tensor<1x2xf32>) outs(%tk_e : tensor<2x1xf32>) permutation = [1, 0]
+  %ek = tensor.empty(%m) : tensor<?x1xf32>
+  %fk = linalg.fill ins(%zero : f32) outs(%ek : tensor<?x1xf32>) -> tensor<?x1xf32>
+  %k0 = linalg.matmul ins(%x, %tk : tensor<?x2xf32>, tensor<2x1xf32>) outs(%fk : tensor<?x1xf32>) -> tensor<?x1xf32>
+  %k = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]} ins(%k0, %bk : tensor<?x1xf32>, tensor<1xf32>) outs(%ek : tensor<?x1xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<?x1xf32>
+  %wv = arith.constant dense<[[7.0, 8.0]]> : tensor<1x2xf32>
+  %bv = arith.constant dense<[2.5]> : tensor<1xf32>
+  %tv_e = tensor.empty() : tensor<2x1xf32>
+  %tv = linalg.transpose ins(%wv : tensor<1x2xf32>) outs(%tv_e : tensor<2x1xf32>) permutation = [1, 0]
+  %v0 = linalg.matmul ins(%x, %tv : tensor<?x2xf32>, tensor<2x1xf32>) outs(%fk : tensor<?x1xf32>) -> tensor<?x1xf32>
+  %v = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]} ins(%v0, %bv : tensor<?x1xf32>, tensor<1xf32>) outs(%ek : tensor<?x1xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<?x1xf32>
+  return %q, %k, %v : tensor<?x2xf32>, tensor<?x1xf32>, tensor<?x1xf32>
+}
+
+// -----
+
+// Runtime weights (function arguments): the concatenation stays a
+// tensor.concat for the weight-packing step; still one matmul.
+// CHECK-LABEL: func.func @qkv_runtime_weights
+// CHECK-SAME:    (%[[X:.*]]: tensor<?x8xbf16>, %[[WQ:.*]]: tensor<8x8xbf16>, %[[WK:.*]]: tensor<4x8xbf16>, %[[WV:.*]]: tensor<4x8xbf16>)
+// CHECK:         %[[W:.*]] = tensor.concat dim(0) %[[WQ]], %[[WK]], %[[WV]] : (tensor<8x8xbf16>, tensor<4x8xbf16>, tensor<4x8xbf16>) -> tensor<16x8xbf16>
+// CHECK:         linalg.matmul {{.*}} ins(%[[X]], %[[W]] : tensor<?x8xbf16>, tensor<16x8xbf16>) {{.*}} -> tensor<?x16xf32>
+// CHECK-NOT:     linalg.matmul
+// CHECK:         return
+// UPSTREAM-LABEL: func.func @qkv_runtime_weights
+// UPSTREAM-COUNT-1: linalg.matmul
+// UPSTREAM-NOT:     linalg.matmul
+// UPSTREAM:         return
+#mA = affine_map<(d0, d1, d2) -> (d0, d2)>
+#mBt = affine_map<(d0, d1, d2) -> (d1, d2)>
+#mC = affine_map<(d0, d1, d2) -> (d0, d1)>
+func.func @qkv_runtime_weights(%x: tensor<?x8xbf16>, %wq: tensor<8x8xbf16>, %wk: tensor<4x8xbf16>, %wv: tensor<4x8xbf16>) -> (tensor<?x8xf32>, tensor<?x4xf32>, tensor<?x4xf32>) {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %m = tensor.dim %x, %c0 : tensor<?x8xbf16>
+  %e8 = tensor.empty(%m) : tensor<?x8xf32>
+  %f8 = linalg.fill ins(%zero : f32) outs(%e8 : tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e4 = tensor.empty(%m) : tensor<?x4xf32>
+  %f4 = linalg.fill ins(%zero : f32) outs(%e4 : tensor<?x4xf32>) -> tensor<?x4xf32>
+  %q = linalg.matmul indexing_maps = [#mA, #mBt, #mC] ins(%x, %wq : tensor<?x8xbf16>, tensor<8x8xbf16>) outs(%f8 : tensor<?x8xf32>) -> tensor<?x8xf32>
+  %k = linalg.matmul indexing_maps = [#mA, #mBt, #mC] ins(%x, %wk : tensor<?x8xbf16>, tensor<4x8xbf16>) outs(%f4 : tensor<?x4xf32>) -> tensor<?x4xf32>
+  %v = linalg.matmul indexing_maps = [#mA, #mBt, #mC] ins(%x, %wv : tensor<?x8xbf16>, tensor<4x8xbf16>) outs(%f4 : tensor<?x4xf32>) -> tensor<?x4xf32>
+  return %q, %k, %v : tensor<?x8xf32>, tensor<?x4xf32>, tensor<?x4xf32>
+}
+
+// 32 + 256 bytes of weights concatenated; 32 (weights) + 16 (biases) bytes
+// of constants folded.
+// STATS: linfuse-merge-parallel-matmuls
+// STATS-NEXT: (S) 2 groups-merged
+// STATS-NEXT: (S) 4 matmuls-removed
+// STATS-NEXT: (S) 288 bytes-concatenated
+// STATS-NEXT: linfuse-fold-constant-weights
+// STATS-NEXT: (S) 2 constants-folded
+// STATS-NEXT: (S) 48 bytes-folded
