@@ -445,3 +445,39 @@ func.func @no_legal_placement(%x: tensor<8x16xf32>, %w0: tensor<16x8xf32>, %w1: 
   %1 = linalg.matmul ins(%x, %w1b : tensor<8x16xf32>, tensor<16x8xf32>) outs(%i : tensor<8x8xf32>) -> tensor<8x8xf32>
   return %u, %1 : tensor<8x8xf32>, tensor<8x8xf32>
 }
+
+// -----
+
+// Shared RHS leaves each member's bias-add on its slice, so the bias-add of
+// the first member is a user that must follow the merged matmul; here it
+// precedes the second member's input, so nothing merges. (Found by the
+// random-graph differential test.)
+// CHECK-LABEL: func.func @shared_rhs_bias_before_second_input
+// CHECK-NOT:     tensor.concat
+// CHECK-COUNT-2: linalg.matmul ins
+// CHECK:         return
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+#row2 = affine_map<(d0, d1) -> (d1)>
+func.func @shared_rhs_bias_before_second_input(%x1: tensor<4x16xf32>, %a: tensor<7x16xf32>, %w: tensor<16x9xf32>, %b: tensor<9xf32>) -> (tensor<4x9xf32>, tensor<7x9xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e1 = tensor.empty() : tensor<4x9xf32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<4x9xf32>) -> tensor<4x9xf32>
+  %mm1 = linalg.matmul ins(%x1, %w : tensor<4x16xf32>, tensor<16x9xf32>) outs(%f1 : tensor<4x9xf32>) -> tensor<4x9xf32>
+  %y1 = linalg.generic {indexing_maps = [#id2, #row2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%mm1, %b : tensor<4x9xf32>, tensor<9xf32>) outs(%e1 : tensor<4x9xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %s = arith.addf %p, %q : f32
+    linalg.yield %s : f32
+  } -> tensor<4x9xf32>
+  %e2 = tensor.empty() : tensor<7x16xf32>
+  %x2 = linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%a : tensor<7x16xf32>) outs(%e2 : tensor<7x16xf32>) {
+  ^bb0(%p: f32, %o: f32):
+    %s = arith.mulf %p, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<7x16xf32>
+  %e3 = tensor.empty() : tensor<7x9xf32>
+  %f3 = linalg.fill ins(%zero : f32) outs(%e3 : tensor<7x9xf32>) -> tensor<7x9xf32>
+  %mm2 = linalg.matmul ins(%x2, %w : tensor<7x16xf32>, tensor<16x9xf32>) outs(%f3 : tensor<7x9xf32>) -> tensor<7x9xf32>
+  return %y1, %mm2 : tensor<4x9xf32>, tensor<7x9xf32>
+}

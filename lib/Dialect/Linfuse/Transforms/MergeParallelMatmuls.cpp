@@ -67,11 +67,20 @@ static Operation *laterOf(Operation *a, Operation *b) {
 }
 
 /// The ops of `member` that disappear when it is merged.
-static SmallVector<Operation *, 2> memberOps(const MatmulInfo &member) {
+static SmallVector<Operation *, 2> memberOps(const MatmulInfo &member,
+                                             MergeKind kind) {
   SmallVector<Operation *, 2> ops{member.op};
-  if (member.biasAdd)
+  // Shared-LHS groups absorb the bias-adds; shared-RHS groups leave them on
+  // the slices.
+  if (member.biasAdd && kind == MergeKind::SharedLhs)
     ops.push_back(member.biasAdd->op);
   return ops;
+}
+
+/// The value a merge replaces by a slice.
+static Value replacedValue(const MatmulInfo &member, MergeKind kind) {
+  return kind == MergeKind::SharedLhs ? member.finalResult()
+                                      : member.op->getResult(0);
 }
 
 /// Operands the merged computation needs from `member`, besides the shared
@@ -110,10 +119,10 @@ static bool dependsOn(ArrayRef<Operation *> from, ArrayRef<Operation *> to,
 
 /// True when every user of `member`'s result comes after `anchor`.
 static bool usersFollow(Block &block, const MatmulInfo &member,
-                        Operation *anchor) {
+                        MergeKind kind, Operation *anchor) {
   if (!anchor)
     return true;
-  for (Operation *user : member.finalResult().getUsers()) {
+  for (Operation *user : replacedValue(member, kind).getUsers()) {
     Operation *inBlock = block.findAncestorOpInBlock(*user);
     if (!inBlock || !anchor->isBeforeInBlock(inBlock))
       return false;
@@ -190,10 +199,10 @@ private:
     // bias-add may come after the candidate).
     if (!group.members.empty()) {
       Operation *horizon = group.members.front().op;
-      SmallVector<Operation *> candOps(memberOps(candidate));
+      SmallVector<Operation *> candOps(memberOps(candidate, kind));
       SmallVector<Operation *> groupOps;
       for (const MatmulInfo &member : group.members)
-        llvm::append_range(groupOps, memberOps(member));
+        llvm::append_range(groupOps, memberOps(member, kind));
       if (dependsOn(candOps, groupOps, horizon) ||
           dependsOn(groupOps, candOps, horizon)) {
         LLVM_DEBUG(llvm::dbgs() << "skip (dependency): " << *candidate.op
@@ -212,7 +221,7 @@ private:
     if (fill)
       anchor = laterOf(anchor, definerInBlock(block, fill));
     for (const MatmulInfo &member : members) {
-      if (!usersFollow(block, member, anchor)) {
+      if (!usersFollow(block, member, kind, anchor)) {
         LLVM_DEBUG(llvm::dbgs() << "skip (no placement dominates all uses): "
                                 << *candidate.op << "\n");
         return false;
@@ -623,7 +632,7 @@ static Footprint footprintOf(const MergeGroup &group) {
     read(m.init);
     if (m.biasAdd)
       read(m.biasAdd->bias);
-    for (Operation *op : memberOps(m)) {
+    for (Operation *op : memberOps(m, group.kind)) {
       fp.writes.push_back(op);
       fp.writes.push_back(op->getResult(0).getAsOpaquePointer());
     }

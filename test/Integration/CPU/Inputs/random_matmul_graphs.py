@@ -13,8 +13,11 @@ of what the merge/fold passes look for:
     non-zero fills or constant accumulators;
   * `linalg.batch_matmul` groups sharing a rank-3 LHS;
   * matmuls sharing their weight (RHS) with different LHS;
-  * chains (a member's result feeds another matmul's LHS) and members that
-    depend on another member through their weight, bias or accumulator;
+  * chains (a member's result feeds another matmul's LHS), a result used as
+    the shared weight of several matmuls, and members that depend on another
+    member through their weight, bias or accumulator;
+  * sometimes weights, biases, inputs or accumulators computed at run time
+    (not constants), and a dynamic M (a slice sized by an opaque call);
   * element-wise consumers, and every live result printed with
     `printMemrefF32`.
 
@@ -24,9 +27,18 @@ CPU pipeline and executed with `mlir-runner`; (c) the expected values are
 computed with numpy from the same constants. All three must agree, and at
 least one seed must have fewer matmuls after optimization.
 
-Constants are k/8 for small integers k, so every f32 sum here is exact; the
-comparison still allows rtol 1e-4 / atol 1e-5 (printMemrefF32 prints six
-significant digits).
+Constants are k/8 with |k| <= 8 and K <= 16, and only first-level results
+feed a second matmul, so every value up to the final element-wise consumers
+is a short binary fraction that f32 holds exactly whatever the summation
+order; a final product rounds once. The comparison allows rtol 1e-4 / atol
+1e-5 (printMemrefF32 prints six significant digits).
+
+Usage (the lit test passes full tool paths):
+  random_matmul_graphs.py --work-dir DIR --lib-dir /usr/lib/llvm-22/lib \
+      [--seeds 12] [--first-seed 0] [--linfuse-opt PATH] [--mlir-opt PATH] \
+      [--mlir-runner PATH] [--opt-flags "--linfuse-optimize"] [--verbose]
+Each seed's files are kept in DIR/seed-<n>/: input.mlir, optimized.mlir,
+their lowered forms and the runner outputs.
 """
 
 import argparse
@@ -416,7 +428,8 @@ class Generator:
     def __init__(self, seed):
         self.rng = random.Random(seed)
         self.g = Graph(self.rng)
-        self.extra_outputs = []
+        self.extra_outputs = []  # more values to print
+        self.second_level = []  # results of matmuls reading a result
 
     def weight_form(self):
         return self.rng.choices(self.WEIGHT_FORMS, weights=[4, 4, 3, 1])[0]
@@ -486,6 +499,7 @@ class Generator:
             results.append(self.maybe_bias(mm, has_bias, kind))
 
         # A member that depends on another member must not merge with it.
+        # (Its result is second-level: it feeds no further matmul.)
         if not batched and rng.random() < 0.3:
             trap = rng.choice(["acc", "weight", "bias"])
             src = rng.choice(results)
@@ -493,21 +507,23 @@ class Generator:
             if trap == "acc":  # accumulates into another member's result
                 mm = self.weighted_matmul(x, k, sn, src, self.weight_form(),
                                           lhs_t=lhs_t)
-                results.append(self.maybe_bias(mm, rng.random() < 0.5, kind0))
+                self.second_level.append(
+                    self.maybe_bias(mm, rng.random() < 0.5, kind0))
                 g.notes.append("acc-dependent member")
             elif trap == "weight" and sn >= k:
                 # [N2, K] weight sliced out of another member's result.
                 w = g.slice2d(src, rng.randint(1, sm), k)
                 init = g.fill([m, w.shape[0]], 0.0, x)
                 mm = g.matmul(x, w, init, rhs_nk=True, lhs_t=lhs_t)
-                results.append(self.maybe_bias(mm, rng.random() < 0.5, kind0))
+                self.second_level.append(
+                    self.maybe_bias(mm, rng.random() < 0.5, kind0))
                 g.notes.append("weight-dependent member")
             elif trap == "bias":  # bias = first row of another member
                 bias = g.slice2d(src, None, sn)
                 init = g.fill([m, sn], 0.0, x)
                 mm = self.weighted_matmul(x, k, sn, init, self.weight_form(),
                                           lhs_t=lhs_t)
-                results.append(g.bias_add(mm, bias, kind0))
+                self.second_level.append(g.bias_add(mm, bias, kind0))
                 g.notes.append("bias-dependent member")
         return results
 
@@ -573,14 +589,17 @@ class Generator:
             else:
                 live += self.shared_rhs_group()
                 g.notes.append("shared-RHS group")
-        rank2 = [v for v in live if len(v.shape) == 2]
+        # Only first-level results feed chains and shared-RHS weights, so
+        # every sum stays exact in f32 (see the module docstring).
+        firsts = list(live)
+        rank2 = [v for v in firsts if len(v.shape) == 2]
         if rank2 and rng.random() < 0.6:
             src = rng.choice(rank2)
             live += self.chain(src)
             g.notes.append("chain")
             if rng.random() < 0.5:
                 live.remove(src)  # only consumed by the chain
-        rank2 = [v for v in live if len(v.shape) == 2 and not v.dyn]
+        rank2 = [v for v in firsts if len(v.shape) == 2 and not v.dyn]
         if rank2 and rng.random() < 0.25:
             # A result used as the weight of a shared-RHS group.
             src = rng.choice(rank2)
@@ -590,7 +609,7 @@ class Generator:
 
         # Element-wise consumers of pairs of results of one type; the rest
         # is printed as is.
-        live += self.extra_outputs
+        live += self.second_level + self.extra_outputs
         rng.shuffle(live)
         outputs = []
         while live:
