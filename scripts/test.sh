@@ -6,7 +6,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${LINFUSE_BUILD_DIR:-$ROOT/build}"
 
 "$ROOT/scripts/setup.sh"
-"$ROOT/scripts/build.sh" linfuse-opt LinfusePlugin LinfuseUnitTests mlir-doc
+"$ROOT/scripts/build.sh"
 
 LOG="$(mktemp)"
 trap 'rm -f "$LOG"' EXIT

@@ -466,8 +466,11 @@ class Generator:
 
     def shared_lhs_group(self, batched):
         g, rng = self.g, self.rng
-        batch = rng.randint(2, 3) if batched else None
+        # Big groups make folded weights of >= 4096 bytes, which
+        # --linfuse-fold-constant-weights writes as dense_resource blobs
+        # (batch 4 x 16 x 16 already for one transposed weight).
         big = rng.random() < 0.2
+        batch = (4 if big else rng.randint(2, 3)) if batched else None
         m = rng.randint(1, 8)
         k = 16 if big else rng.randint(1, 16)
         lhs_t = rng.random() < (0.08 if batched else 0.12)
@@ -487,7 +490,7 @@ class Generator:
         cache = {}
         results = []
         for _ in range(count):
-            n = rng.randint(10, 16) if big else rng.randint(1, 16)
+            n = rng.choice([10, 12, 16, 16]) if big else rng.randint(1, 16)
             has_bias = (bias_mode == "all" or
                         (bias_mode == "mixed" and rng.random() < 0.5))
             kind = kind0 if one_kind else rng.choice(self.BIAS_KINDS)
