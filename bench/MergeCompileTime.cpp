@@ -72,7 +72,9 @@ public:
       data[i] = static_cast<float>((seed >> 40) & 0xff) / 256.0f - 0.5f;
     }
     weightBytes += count * sizeof(float);
-    auto attr = DenseResourceElementsAttr::get(type, "w", std::move(blob));
+    // Distinct names: MLIR uniquifies a repeated name by linear probing.
+    std::string name = "w" + std::to_string(numConstants++);
+    auto attr = DenseResourceElementsAttr::get(type, name, std::move(blob));
     return arith::ConstantOp::create(b, loc, type, attr);
   }
 
@@ -170,6 +172,7 @@ public:
   OpBuilder b;
   Location loc;
   uint64_t seed = 42;
+  uint64_t numConstants = 0;
   int64_t weightBytes = 0;
   int64_t mergedWeightBytes = 0;
 };

@@ -7,6 +7,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 
+#include <atomic>
 #include <cstring>
 
 #if defined(__linux__)
@@ -198,7 +199,12 @@ ElementsAttr mlir::linfuse::makeConstant(
     AsmResourceBlob blob = allocateBlob(size);
     if (failed(fill(blob.getMutableData())))
       return {};
-    return DenseResourceElementsAttr::get(type, resourceName, std::move(blob));
+    // MLIR makes a taken resource name unique by probing name_1, name_2, ...
+    // from 1 on every insert, which is quadratic in the number of blobs;
+    // numbering them here keeps each insert O(1).
+    static std::atomic<uint64_t> counter{0};
+    std::string name = (resourceName + "_" + Twine(counter++)).str();
+    return DenseResourceElementsAttr::get(type, name, std::move(blob));
   }
   std::vector<char> bytes(size);
   if (failed(fill(bytes)))
