@@ -64,7 +64,7 @@ func.func @transpose_3d() -> tensor<2x2x3xf32> {
 // 64 bytes reach the threshold: the result is a dense_resource blob whose
 // bytes (after the 4-byte alignment header) are 1..4, 9..12, 5..8, 13..16.
 // CHECK-LABEL: func.func @large_becomes_resource
-// CHECK-NEXT:    %[[C:.*]] = arith.constant dense_resource<linfuse_weight> : tensor<2x8xf32>
+// CHECK-NEXT:    %[[C:.*]] = arith.constant dense_resource<linfuse_weight_{{[0-9]+}}> : tensor<2x8xf32>
 // CHECK-NEXT:    return %[[C]]
 func.func @large_becomes_resource() -> tensor<2x8xf32> {
   %a = arith.constant dense<[[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]]> : tensor<2x4xf32>
@@ -99,7 +99,7 @@ func.func @runtime_input(%x: tensor<2x2xf32>) -> tensor<2x3xf32> {
 // DEFAULT-LABEL: func.func @large_becomes_resource
 // DEFAULT-NEXT:    arith.constant dense<{{\[}}[1.000000e+00, 2.000000e+00, 3.000000e+00, 4.000000e+00, 9.000000e+00, 1.000000e+01, 1.100000e+01, 1.200000e+01], [5.000000e+00, 6.000000e+00, 7.000000e+00, 8.000000e+00, 1.300000e+01, 1.400000e+01, 1.500000e+01, 1.600000e+01]]> : tensor<2x8xf32>
 
-// BLOB: linfuse_weight: "0x080000000000803F000000400000404000008040000010410000204100003041000040410000A0400000C0400000E0400000004100005041000060410000704100008041"
+// BLOB: linfuse_weight_{{[0-9]+}}: "0x080000000000803F000000400000404000008040000010410000204100003041000040410000A0400000C0400000E0400000004100005041000060410000704100008041"
 
 {-#
   dialect_resources: {
