@@ -14,6 +14,7 @@ void mlir::linfuse::buildOptimizePipeline(
     OpPassManager &pm, const OptimizePipelineOptions &options) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  pm.addPass(createFoldMatmulChainsPass());
   pm.addPass(createMergeParallelMatmulsPass());
   pm.addPass(createFoldConstantWeightsPass());
   pm.addPass(createCanonicalizerPass());
@@ -23,8 +24,8 @@ void mlir::linfuse::buildOptimizePipeline(
 void mlir::linfuse::registerLinfusePipelines() {
   PassPipelineRegistration<OptimizePipelineOptions>(
       "linfuse-optimize",
-      "Target-independent linfuse pipeline: canonicalize, cse, merge "
-      "parallel matmuls, fold constant weights, canonicalize, cse. Emits "
-      "upstream linalg/tensor/arith ops only.",
+      "Target-independent linfuse pipeline: canonicalize, cse, fold matmul "
+      "chains, merge parallel matmuls, fold constant weights, canonicalize, "
+      "cse. Emits upstream linalg/tensor/arith ops only.",
       buildOptimizePipeline);
 }

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "linfuse/Dialect/Linfuse/Transforms/MergeParallelMatmuls.h"
+#include "linfuse/Dialect/Linfuse/Transforms/MatmulBuilders.h"
 #include "linfuse/Dialect/Linfuse/Transforms/PassStatistics.h"
 #include "linfuse/Dialect/Linfuse/Transforms/Passes.h"
 #include "linfuse/Dialect/Linfuse/Transforms/Remarks.h"
@@ -352,57 +353,19 @@ static AffineMap loopsMap(MLIRContext *ctx, bool batched,
   return AffineMap::get(numDims, 0, exprs, ctx);
 }
 
-/// Sizes of the merged result's leading dims (batch, M) from the LHS.
-static SmallVector<Value> dynamicLeadingSizes(OpBuilder &b, Location loc,
-                                              const MatmulInfo &first,
-                                              RankedTensorType resultType) {
-  SmallVector<Value> sizes;
-  for (int64_t i = 0, e = resultType.getRank() - 1; i < e; ++i) {
-    if (!resultType.isDynamicDim(i))
-      continue;
-    // Result dim i is loop dim i; find it among the LHS map results.
-    std::optional<unsigned> pos = first.lhsMap.getResultPosition(
-        getAffineDimExpr(i, b.getContext()));
-    sizes.push_back(tensor::DimOp::create(b, loc, first.lhs, *pos));
-  }
-  return sizes;
-}
 
 /// The merged accumulator: one fill, or the members' accumulators
 /// concatenated along `dim`.
 static Value mergedInit(OpBuilder &b, Location loc, const MergeGroup &group,
                         RankedTensorType type, ValueRange dynamicSizes,
                         int64_t dim) {
-  if (group.fillScalar) {
-    Value empty = tensor::EmptyOp::create(b, loc, type, dynamicSizes);
-    return linalg::FillOp::create(b, loc, group.fillScalar, empty)
-        ->getResult(0);
-  }
+  if (group.fillScalar)
+    return buildFilledTensor(b, loc, type, dynamicSizes, group.fillScalar);
   SmallVector<Value> inits = llvm::map_to_vector(
       group.members, [](const MatmulInfo &m) { return m.init; });
   return concatOrSelf(b, loc, dim, inits);
 }
 
-/// `result + broadcast(bias)` along the last dim, as a linalg.generic.
-static Value addBias(OpBuilder &b, Location loc, Value result, Value bias,
-                     ValueRange dynamicSizes) {
-  auto type = cast<RankedTensorType>(result.getType());
-  int64_t rank = type.getRank();
-  MLIRContext *ctx = b.getContext();
-  AffineMap id = AffineMap::getMultiDimIdentityMap(rank, ctx);
-  AffineMap last = AffineMap::get(rank, 0, getAffineDimExpr(rank - 1, ctx));
-  Value empty = tensor::EmptyOp::create(b, loc, type, dynamicSizes);
-  SmallVector<utils::IteratorType> iterators(rank,
-                                             utils::IteratorType::parallel);
-  auto generic = linalg::GenericOp::create(
-      b, loc, TypeRange{type}, ValueRange{result, bias}, ValueRange{empty},
-      ArrayRef<AffineMap>{id, last, id}, iterators,
-      [](OpBuilder &nb, Location nloc, ValueRange args) {
-        Value sum = arith::AddFOp::create(nb, nloc, args[0], args[1]);
-        linalg::YieldOp::create(nb, nloc, sum);
-      });
-  return generic->getResult(0);
-}
 
 /// Creates a matmul of the same kind as `like` with explicit maps.
 static linalg::LinalgOp createMatmul(OpBuilder &b, Location loc,
@@ -463,7 +426,7 @@ static FailureOr<linalg::LinalgOp> mergeSharedLhs(RewriterBase &rewriter,
   shape.back() = totalN;
   auto type = RankedTensorType::get(shape, firstType.getElementType());
   SmallVector<Value> dynSizes =
-      dynamicLeadingSizes(rewriter, loc, first, type);
+      dynamicSizesFromLhs(rewriter, loc, first.lhs, first.lhsMap, type);
   Value init = mergedInit(rewriter, loc, group, type, dynSizes,
                           type.getRank() - 1);
 
@@ -478,7 +441,7 @@ static FailureOr<linalg::LinalgOp> mergeSharedLhs(RewriterBase &rewriter,
   if (first.biasAdd) {
     SmallVector<Value> biases = llvm::map_to_vector(
         group.members, [](const MatmulInfo &m) { return m.biasAdd->bias; });
-    result = addBias(rewriter, loc, result,
+    result = buildBiasAdd(rewriter, loc, result,
                      concatOrSelf(rewriter, loc, 0, biases), dynSizes);
   }
 

@@ -8,6 +8,9 @@
 namespace mlir {
 namespace linfuse {
 
+/// `--linfuse-fold-matmul-chains{policy=...}`.
+enum class FoldPolicy { Cost, Always, Never };
+
 #define GEN_PASS_DECL
 #include "linfuse/Dialect/Linfuse/Transforms/Passes.h.inc"
 

@@ -71,6 +71,57 @@ def MergeParallelMatmulsPass : Pass<"linfuse-merge-parallel-matmuls"> {
   ];
 }
 
+def FoldMatmulChainsPass : Pass<"linfuse-fold-matmul-chains"> {
+  let summary = "Pre-multiply constant weights of linear matmul chains, LoRA "
+                "adapters and input scales";
+  let description = [{
+    Three rewrites of matmuls with constant weights, whose intermediate
+    results have no other use:
+
+    * **Chains** `x·A·B(·C…)` with nothing non-linear between them
+      (bias-adds are linear: `(x·A + a)·B = x·(AB) + aB`) are re-associated.
+      Which products are pre-multiplied at compile time is chosen by a
+      dynamic program over the chain minimizing run-time FLOPs per row: a
+      segment from dimension `d_i` to `d_j` costs `d_i·d_j`, so a square
+      12×12 pair (288 → 144) folds and a rank-2 bottleneck (48 < 144) stays.
+    * **Sums of linear branches of the same input**, e.g. LoRA
+      `x·W + s·(x·A)·B` → `x·(W + s·AB)` (what peft's `merge()` does by
+      hand): one matmul instead of three. It runs before the merge in
+      `--linfuse-optimize`, so `x·W` and `x·A` are not merged instead.
+    * **Input scales**: `x * g` with a constant `g` broadcast along K
+      (RMSNorm/LayerNorm gamma) or a constant scalar, when every user of the
+      scaled value is such a matmul, is folded into the weights' rows.
+
+    Products accumulate in f64 and are rounded once to the weights' type.
+
+    `policy=cost` (default) folds only when run-time FLOPs drop; `always`
+    folds whole chains regardless; `never` disables the pass. With
+    `--linfuse-remarks` every fold, and every chain left alone for cost,
+    gets a remark with the FLOP counts.
+
+    Statistics: `chains-folded`, `sums-folded`, `scales-folded`,
+    `matmuls-removed`.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::arith::ArithDialect"];
+  let options = [
+    Option<"policy", "policy", "::mlir::linfuse::FoldPolicy",
+           /*default=*/"::mlir::linfuse::FoldPolicy::Cost",
+           "When to fold", [{::llvm::cl::values(
+             clEnumValN(::mlir::linfuse::FoldPolicy::Cost, "cost",
+                        "only when run-time FLOPs per row drop"),
+             clEnumValN(::mlir::linfuse::FoldPolicy::Always, "always",
+                        "fold every chain whole"),
+             clEnumValN(::mlir::linfuse::FoldPolicy::Never, "never",
+                        "do nothing"))}]>,
+    Option<"resourceThreshold", "resource-threshold", "int64_t",
+           /*default=*/"4096",
+           "Folded weights of at least this many bytes become "
+           "dense_resource blobs">,
+  ];
+}
+
 def FoldConstantWeightsPass : Pass<"linfuse-fold-constant-weights"> {
   let summary = "Concatenate and transpose constant weights at compile time";
   let description = [{

@@ -3,6 +3,8 @@
 #ifndef LINFUSE_DIALECT_LINFUSE_TRANSFORMS_PATTERNS_H
 #define LINFUSE_DIALECT_LINFUSE_TRANSFORMS_PATTERNS_H
 
+#include "linfuse/Dialect/Linfuse/Transforms/Passes.h"
+
 #include <cstdint>
 
 namespace mlir {
@@ -14,6 +16,14 @@ namespace linfuse {
 /// `resourceThreshold` bytes become `dense_resource` blobs.
 void populateFoldConstantWeightsPatterns(RewritePatternSet &patterns,
                                          int64_t resourceThreshold = 4096);
+
+/// The three rewrites of --linfuse-fold-matmul-chains: linear chains
+/// (re-associated by a FLOPs-per-row dynamic program unless `policy` is
+/// Always), sums of linear branches of one input (LoRA), and constant input
+/// scales moved into weights.
+void populateFoldMatmulChainsPatterns(RewritePatternSet &patterns,
+                                      FoldPolicy policy = FoldPolicy::Cost,
+                                      int64_t resourceThreshold = 4096);
 
 } // namespace linfuse
 } // namespace mlir
