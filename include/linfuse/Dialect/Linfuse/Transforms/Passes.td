@@ -122,6 +122,57 @@ def FoldMatmulChainsPass : Pass<"linfuse-fold-matmul-chains"> {
   ];
 }
 
+def LiftWeightPackingPass : Pass<"linfuse-lift-weight-packing", "::mlir::ModuleOp"> {
+  let summary = "Move computation on weights into a one-time packing function";
+  let description = [{
+    For every `func.func @f` with arguments marked `linfuse.weight` (weights
+    that arrive at run time rather than as constants), moves each side-effect
+    free op that depends only on those arguments and on constants — the
+    `tensor.concat` of merged weights, transposes, products of folded chains
+    — into a new function `@f__pack`, run once at load time.
+
+    Calling convention (what `linfuse-run` and embedders follow):
+
+    * `@f__pack` takes the weight arguments of `@f`, in their original order,
+      and returns the packed values: each value `@f` needs from the weights
+      (lifted results first, in program order, then weights `@f` still reads
+      directly, in argument order).
+    * `@f` is rewritten to take its other arguments, in their original
+      order, followed by the packed values, in `@f__pack`'s result order.
+      Those arguments carry `linfuse.packed = <index>` (the result of
+      `@f__pack` they receive); `@f` carries `linfuse.pack_function = @f__pack`.
+
+    So `f(x, w)` becomes `p = f__pack(w)` once, then `f(x, p...)` per call.
+
+    Before:
+
+    ```mlir
+    func.func @f(%x: tensor<?x64xf32>, %wq: tensor<64x64xf32> {linfuse.weight},
+                 %wk: tensor<16x64xf32> {linfuse.weight}) -> tensor<?x80xf32> {
+      %w = tensor.concat dim(0) %wq, %wk : ... -> tensor<80x64xf32>
+      %y = linalg.matmul ... ins(%x, %w ...)
+    ```
+
+    After:
+
+    ```mlir
+    func.func @f__pack(%wq: tensor<64x64xf32> {linfuse.weight},
+                       %wk: tensor<16x64xf32> {linfuse.weight}) -> tensor<80x64xf32> {
+      %w = tensor.concat dim(0) %wq, %wk : ... -> tensor<80x64xf32>
+      return %w : tensor<80x64xf32>
+    }
+    func.func @f(%x: tensor<?x64xf32>, %w: tensor<80x64xf32> {linfuse.packed = 0 : i64})
+        -> tensor<?x80xf32> attributes {linfuse.pack_function = @f__pack} {
+      %y = linalg.matmul ... ins(%x, %w ...)
+    ```
+
+    Functions without `linfuse.weight` arguments, or whose weights need no
+    packing, are left as they are. Statistics: `functions-lifted`,
+    `ops-lifted`.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
 def FoldConstantWeightsPass : Pass<"linfuse-fold-constant-weights"> {
   let summary = "Concatenate and transpose constant weights at compile time";
   let description = [{

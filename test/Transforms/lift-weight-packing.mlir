@@ -1,0 +1,112 @@
+// RUN: linfuse-opt %s -split-input-file --linfuse-lift-weight-packing | FileCheck %s
+// RUN: linfuse-opt %s -split-input-file --linfuse-lift-weight-packing | %mlir-opt -split-input-file --verify-each -o /dev/null
+// The whole flow on run-time weights: optimize (merge -> tensor.concat of
+// weight arguments), then lift the concat into the packing function.
+// RUN: linfuse-opt %s -split-input-file --linfuse-optimize --linfuse-lift-weight-packing | FileCheck %s --check-prefix=FLOW
+
+// CHECK-LABEL: func.func @qkv__pack
+// CHECK-SAME:    (%[[WQ:.*]]: tensor<8x8xf32> {linfuse.weight}, %[[WK:.*]]: tensor<4x8xf32> {linfuse.weight}, %[[WO:.*]]: tensor<8x8xf32> {linfuse.weight}) -> (tensor<12x8xf32>, tensor<8x8xf32>)
+// CHECK-NEXT:    %[[W:.*]] = tensor.concat dim(0) %[[WQ]], %[[WK]] : (tensor<8x8xf32>, tensor<4x8xf32>) -> tensor<12x8xf32>
+// CHECK-NEXT:    return %[[W]], %[[WO]] : tensor<12x8xf32>, tensor<8x8xf32>
+// CHECK-LABEL: func.func @qkv
+// CHECK-SAME:    (%[[X:.*]]: tensor<?x8xf32>, %[[P0:.*]]: tensor<12x8xf32> {linfuse.packed = 0 : i64}, %[[P1:.*]]: tensor<8x8xf32> {linfuse.packed = 1 : i64}) -> (tensor<?x12xf32>, tensor<?x8xf32>)
+// CHECK-SAME:    attributes {linfuse.pack_function = @qkv__pack}
+// CHECK-NOT:     tensor.concat
+// CHECK:         linalg.matmul {{.*}} ins(%[[X]], %[[P0]] : tensor<?x8xf32>, tensor<12x8xf32>)
+// CHECK:         linalg.matmul {{.*}} ins(%{{.*}}, %[[P1]] : tensor<?x12xf32>, tensor<8x8xf32>)
+#mA = affine_map<(d0, d1, d2) -> (d0, d2)>
+#mBt = affine_map<(d0, d1, d2) -> (d1, d2)>
+#mC = affine_map<(d0, d1, d2) -> (d0, d1)>
+func.func @qkv(%x: tensor<?x8xf32>, %wq: tensor<8x8xf32> {linfuse.weight}, %wk: tensor<4x8xf32> {linfuse.weight}, %wo: tensor<8x8xf32> {linfuse.weight}) -> (tensor<?x12xf32>, tensor<?x8xf32>) {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %m = tensor.dim %x, %c0 : tensor<?x8xf32>
+  %w = tensor.concat dim(0) %wq, %wk : (tensor<8x8xf32>, tensor<4x8xf32>) -> tensor<12x8xf32>
+  %e = tensor.empty(%m) : tensor<?x12xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?x12xf32>) -> tensor<?x12xf32>
+  %y = linalg.matmul indexing_maps = [#mA, #mBt, #mC] ins(%x, %w : tensor<?x8xf32>, tensor<12x8xf32>) outs(%f : tensor<?x12xf32>) -> tensor<?x12xf32>
+  %e8 = tensor.empty(%m) : tensor<?x8xf32>
+  %f8 = linalg.fill ins(%zero : f32) outs(%e8 : tensor<?x8xf32>) -> tensor<?x8xf32>
+  %o = linalg.matmul indexing_maps = [#mA, #mBt, #mC] ins(%y, %wo : tensor<?x12xf32>, tensor<8x8xf32>) outs(%f8 : tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %y, %o : tensor<?x12xf32>, tensor<?x8xf32>
+}
+// FLOW-LABEL: func.func @qkv__pack
+// FLOW:         tensor.concat
+// FLOW-LABEL: func.func @qkv(
+// FLOW-NOT:     tensor.concat
+// FLOW:         return
+
+// -----
+
+// A transpose of a weight and a scaled weight (with constants and a
+// tensor.empty they read) are lifted; copies of the constant and the empty go
+// into the packing function, the originals stay for the other users.
+// CHECK-LABEL: func.func @transpose_and_scale__pack
+// CHECK-SAME:    (%[[W:.*]]: tensor<4x8xf32> {linfuse.weight}) -> (tensor<8x4xf32>, tensor<4x8xf32>)
+// CHECK-NEXT:    %[[E:.*]] = tensor.empty() : tensor<8x4xf32>
+// CHECK-NEXT:    %[[T:.*]] = linalg.transpose ins(%[[W]] : tensor<4x8xf32>) outs(%[[E]] : tensor<8x4xf32>) permutation = [1, 0]
+// CHECK-NEXT:    %[[TWO:.*]] = arith.constant 2.000000e+00 : f32
+// CHECK-NEXT:    %[[E2:.*]] = tensor.empty() : tensor<4x8xf32>
+// CHECK-NEXT:    %[[S:.*]] = linalg.generic {{.*}} ins(%[[W]] : tensor<4x8xf32>) outs(%[[E2]] : tensor<4x8xf32>)
+// CHECK:           arith.mulf %{{.*}}, %[[TWO]]
+// CHECK:         return %[[T]], %[[S]]
+// CHECK-LABEL: func.func @transpose_and_scale
+// CHECK-SAME:    (%[[X:.*]]: tensor<2x4xf32>, %[[T:.*]]: tensor<8x4xf32> {linfuse.packed = 0 : i64}, %[[S:.*]]: tensor<4x8xf32> {linfuse.packed = 1 : i64})
+// CHECK-NEXT:    %[[TWO2:.*]] = arith.constant 2.000000e+00 : f32
+// CHECK-NEXT:    %[[E3:.*]] = tensor.empty() : tensor<2x4xf32>
+// CHECK-NEXT:    %[[XS:.*]] = linalg.generic {{.*}} ins(%[[X]] : tensor<2x4xf32>) outs(%[[E3]] : tensor<2x4xf32>)
+// CHECK:           arith.mulf %{{.*}}, %[[TWO2]]
+// CHECK:         return %[[T]], %[[S]], %[[XS]]
+func.func @transpose_and_scale(%x: tensor<2x4xf32>, %w: tensor<4x8xf32> {linfuse.weight}) -> (tensor<8x4xf32>, tensor<4x8xf32>, tensor<2x4xf32>) {
+  %two = arith.constant 2.0 : f32
+  %e = tensor.empty() : tensor<8x4xf32>
+  %t = linalg.transpose ins(%w : tensor<4x8xf32>) outs(%e : tensor<8x4xf32>) permutation = [1, 0]
+  %e2 = tensor.empty() : tensor<4x8xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%w : tensor<4x8xf32>) outs(%e2 : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.mulf %a, %two : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  // Reads the activation: stays.
+  %e3 = tensor.empty() : tensor<2x4xf32>
+  %xs = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%x : tensor<2x4xf32>) outs(%e3 : tensor<2x4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.mulf %a, %two : f32
+    linalg.yield %r : f32
+  } -> tensor<2x4xf32>
+  return %t, %s, %xs : tensor<8x4xf32>, tensor<4x8xf32>, tensor<2x4xf32>
+}
+
+// -----
+
+// Negative: no linfuse.weight arguments.
+// CHECK-LABEL: func.func @no_weights
+// CHECK-SAME:    (%{{.*}}: tensor<8x8xf32>, %{{.*}}: tensor<4x8xf32>)
+// CHECK-NEXT:    tensor.concat
+// CHECK-NOT:     func.func @no_weights__pack
+func.func @no_weights(%a: tensor<8x8xf32>, %b: tensor<4x8xf32>) -> tensor<12x8xf32> {
+  %w = tensor.concat dim(0) %a, %b : (tensor<8x8xf32>, tensor<4x8xf32>) -> tensor<12x8xf32>
+  return %w : tensor<12x8xf32>
+}
+
+// -----
+
+// Negative: weights only read directly, nothing to pack; and weight work
+// inside a loop body (runs per iteration by definition) stays there.
+// CHECK-LABEL: func.func @nothing_to_lift
+// CHECK-SAME:    (%{{.*}}: tensor<2x4xf32>, %{{.*}}: tensor<4x4xf32> {linfuse.weight})
+// CHECK-NOT:     linfuse.pack_function
+// CHECK:         scf.for
+// CHECK:           tensor.concat
+// CHECK-NOT:   func.func @nothing_to_lift__pack
+func.func @nothing_to_lift(%x: tensor<2x4xf32>, %w: tensor<4x4xf32> {linfuse.weight}) -> tensor<2x4xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %r = scf.for %i = %c0 to %c2 step %c1 iter_args(%acc = %x) -> tensor<2x4xf32> {
+    %ww = tensor.concat dim(0) %w : (tensor<4x4xf32>) -> tensor<4x4xf32>
+    %y = linalg.matmul ins(%acc, %ww : tensor<2x4xf32>, tensor<4x4xf32>) outs(%acc : tensor<2x4xf32>) -> tensor<2x4xf32>
+    scf.yield %y : tensor<2x4xf32>
+  }
+  return %r : tensor<2x4xf32>
+}
