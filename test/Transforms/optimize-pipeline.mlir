@@ -99,12 +99,59 @@ func.func @qkv_runtime_weights(%x: tensor<?x8xbf16>, %wq: tensor<8x8xbf16>, %wk:
   return %q, %k, %v : tensor<?x8xf32>, tensor<?x4xf32>, tensor<?x4xf32>
 }
 
-// 32 + 256 bytes of weights concatenated; 32 (weights) + 16 (biases) bytes
-// of constants folded.
-// STATS: linfuse-merge-parallel-matmuls
-// STATS-NEXT: (S) 2 groups-merged
-// STATS-NEXT: (S) 4 matmuls-removed
-// STATS-NEXT: (S) 288 bytes-concatenated
+
+// -----
+
+// LoRA beside a second projection of the same input: the chain folding runs
+// first, so x·W and x·A are not merged with each other; W + 0.5·A·B is
+// folded, then merged with the other projection: one matmul in the end.
+// CHECK-LABEL: func.func @lora_then_merge
+// CHECK-SAME:    (%[[X:.*]]: tensor<?x2xf32>)
+// CHECK-DAG:     %[[W:.*]] = arith.constant dense<{{\[}}[3.000000e+00, 4.000000e+00, 1.000000e+00], [4.000000e+00, 9.000000e+00, 1.000000e+00]]> : tensor<2x3xf32>
+// CHECK:         %[[MM:.*]] = linalg.matmul ins(%[[X]], %[[W]] : tensor<?x2xf32>, tensor<2x3xf32>)
+// CHECK-NOT:     linalg.matmul
+// CHECK:         tensor.extract_slice %[[MM]][0, 0] [%{{.*}}, 2] [1, 1]
+// CHECK:         tensor.extract_slice %[[MM]][0, 2] [%{{.*}}, 1] [1, 1]
+// UPSTREAM-LABEL: func.func @lora_then_merge
+// UPSTREAM-COUNT-1: linalg.matmul
+// UPSTREAM-NOT:     linalg.matmul
+// UPSTREAM:         return
+func.func @lora_then_merge(%x: tensor<?x2xf32>) -> (tensor<?x2xf32>, tensor<?x1xf32>) {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %half = arith.constant dense<0.5> : tensor<2xf32>
+  %m = tensor.dim %x, %c0 : tensor<?x2xf32>
+  %w = arith.constant dense<[[1.0, 0.0], [0.0, 1.0]]> : tensor<2x2xf32>
+  %la = arith.constant dense<[[1.0], [2.0]]> : tensor<2x1xf32>
+  %lb = arith.constant dense<[[4.0, 8.0]]> : tensor<1x2xf32>
+  %wo = arith.constant dense<[[1.0], [1.0]]> : tensor<2x1xf32>
+  %e = tensor.empty(%m) : tensor<?x2xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?x2xf32>) -> tensor<?x2xf32>
+  %e1 = tensor.empty(%m) : tensor<?x1xf32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<?x1xf32>) -> tensor<?x1xf32>
+  %xw = linalg.matmul ins(%x, %w : tensor<?x2xf32>, tensor<2x2xf32>) outs(%f : tensor<?x2xf32>) -> tensor<?x2xf32>
+  %xa = linalg.matmul ins(%x, %la : tensor<?x2xf32>, tensor<2x1xf32>) outs(%f1 : tensor<?x1xf32>) -> tensor<?x1xf32>
+  %xab = linalg.matmul ins(%xa, %lb : tensor<?x1xf32>, tensor<1x2xf32>) outs(%f : tensor<?x2xf32>) -> tensor<?x2xf32>
+  %hb = linalg.broadcast ins(%half : tensor<2xf32>) outs(%e : tensor<?x2xf32>) dimensions = [0]
+  %s = linalg.mul ins(%xab, %hb : tensor<?x2xf32>, tensor<?x2xf32>) outs(%e : tensor<?x2xf32>) -> tensor<?x2xf32>
+  %y = linalg.add ins(%xw, %s : tensor<?x2xf32>, tensor<?x2xf32>) outs(%e : tensor<?x2xf32>) -> tensor<?x2xf32>
+  %o = linalg.matmul ins(%x, %wo : tensor<?x2xf32>, tensor<2x1xf32>) outs(%f1 : tensor<?x1xf32>) -> tensor<?x1xf32>
+  return %y, %o : tensor<?x2xf32>, tensor<?x1xf32>
+}
+
+// Statistics over the whole file. Fold: the LoRA sum (3 matmuls -> 1).
+// Merge: 32 + 256 + 24 (LoRA-folded W and W_o) bytes of weights
+// concatenated. Constant folding: the Q/K/V weights (32 B) and biases
+// (16 B), and the [2x3] merged LoRA weight (24 B).
+// STATS: linfuse-fold-matmul-chains
+// STATS-NEXT: (S) 0 chains-folded
+// STATS-NEXT: (S) 1 sums-folded
+// STATS-NEXT: (S) 0 scales-folded
+// STATS-NEXT: (S) 2 matmuls-removed
+// STATS-NEXT: linfuse-merge-parallel-matmuls
+// STATS-NEXT: (S) 3 groups-merged
+// STATS-NEXT: (S) 5 matmuls-removed
+// STATS-NEXT: (S) 312 bytes-concatenated
 // STATS-NEXT: linfuse-fold-constant-weights
-// STATS-NEXT: (S) 2 constants-folded
-// STATS-NEXT: (S) 48 bytes-folded
+// STATS-NEXT: (S) 3 constants-folded
+// STATS-NEXT: (S) 72 bytes-folded
