@@ -271,6 +271,33 @@ func.func @chain_f16(%x: tensor<3x2xf16>) -> tensor<3x2xf16> {
 
 // -----
 
+// 3-D activations: the batch dims are collapsed around each matmul, and the
+// expand_shape/collapse_shape pair between the two matmuls only renames
+// rows, so the chain still folds (A·B = 4 · 1 · 0.5 = 2 everywhere).
+// CHECK-LABEL: func.func @chain_through_reshapes
+// CHECK-SAME:    (%[[X:.*]]: tensor<2x3x4xf32>)
+// CHECK-DAG:     %[[W:.*]] = arith.constant dense<2.000000e+00> : tensor<4x4xf32>
+// CHECK:         %[[X2:.*]] = tensor.collapse_shape %[[X]] {{\[}}[0, 1], [2]]
+// CHECK:         %[[MM:.*]] = linalg.matmul ins(%[[X2]], %[[W]] : tensor<6x4xf32>, tensor<4x4xf32>)
+// CHECK-NEXT:    %[[R:.*]] = tensor.expand_shape %[[MM]] {{\[}}[0, 1], [2]] output_shape [2, 3, 4]
+// CHECK-NEXT:    return %[[R]]
+func.func @chain_through_reshapes(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %a = arith.constant dense<1.0> : tensor<4x4xf32>
+  %b = arith.constant dense<0.5> : tensor<4x4xf32>
+  %e = tensor.empty() : tensor<6x4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<6x4xf32>) -> tensor<6x4xf32>
+  %x2 = tensor.collapse_shape %x [[0, 1], [2]] : tensor<2x3x4xf32> into tensor<6x4xf32>
+  %y = linalg.matmul ins(%x2, %a : tensor<6x4xf32>, tensor<4x4xf32>) outs(%f : tensor<6x4xf32>) -> tensor<6x4xf32>
+  %y3 = tensor.expand_shape %y [[0, 1], [2]] output_shape [2, 3, 4] : tensor<6x4xf32> into tensor<2x3x4xf32>
+  %y2 = tensor.collapse_shape %y3 [[0, 1], [2]] : tensor<2x3x4xf32> into tensor<6x4xf32>
+  %z = linalg.matmul ins(%y2, %b : tensor<6x4xf32>, tensor<4x4xf32>) outs(%f : tensor<6x4xf32>) -> tensor<6x4xf32>
+  %z3 = tensor.expand_shape %z [[0, 1], [2]] output_shape [2, 3, 4] : tensor<6x4xf32> into tensor<2x3x4xf32>
+  return %z3 : tensor<2x3x4xf32>
+}
+
+// -----
+
 //===----------------------------------------------------------------------===//
 // Negative cases: left unchanged.
 //===----------------------------------------------------------------------===//

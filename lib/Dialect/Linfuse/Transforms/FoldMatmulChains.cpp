@@ -58,12 +58,17 @@ struct LinearStep {
   std::optional<Matrix> bias;
   bool rhsIsNK = false; // Layout of the weight as the matmul reads it.
 
+  /// A `tensor.expand_shape` + `tensor.collapse_shape` pair that restores
+  /// `output`'s shape before the next step reads it (leading batch dims split
+  /// and merged again, as importers emit around 3-D linears), last first.
+  SmallVector<Operation *, 2> reshapes;
+
   Value input() const { return mm.lhs; }
   Value output() const { return mm.finalResult(); }
   int64_t flopsPerRow() const { return 2 * weight.rows * weight.cols; }
-  /// Ops computing `output` from `input`, last first.
-  SmallVector<Operation *, 2> opsLastFirst() const {
-    SmallVector<Operation *, 2> ops;
+  /// Ops computing `output` (and its reshapes) from `input`, last first.
+  SmallVector<Operation *, 4> opsLastFirst() const {
+    SmallVector<Operation *, 4> ops(reshapes.begin(), reshapes.end());
     if (mm.biasAdd)
       ops.push_back(mm.biasAdd->op);
     ops.push_back(mm.op);
@@ -101,8 +106,27 @@ std::optional<LinearStep> matchLinearStep(Operation *op) {
   return step;
 }
 
-/// The step whose output is `v`.
+/// `v` itself, or `w` when `v = collapse_shape(expand_shape(w))` restores
+/// `w`'s type exactly (the reshape pair then only renames rows).
+Value lookThroughReshapes(Value v, SmallVectorImpl<Operation *> &pair) {
+  auto collapse = v.getDefiningOp<tensor::CollapseShapeOp>();
+  if (!collapse)
+    return v;
+  auto expand = collapse.getSrc().getDefiningOp<tensor::ExpandShapeOp>();
+  if (!expand || !expand->hasOneUse() ||
+      expand.getSrc().getType() != v.getType() ||
+      expand.getReassociationIndices() != collapse.getReassociationIndices())
+    return v;
+  pair.assign({collapse, expand});
+  return expand.getSrc();
+}
+
+/// The step whose output is `v` (through a restoring reshape pair).
 std::optional<LinearStep> producerStep(Value v) {
+  SmallVector<Operation *, 2> pair;
+  v = lookThroughReshapes(v, pair);
+  if (!pair.empty() && !v.hasOneUse())
+    return std::nullopt;
   Operation *def = v.getDefiningOp();
   if (!def)
     return std::nullopt;
@@ -117,6 +141,30 @@ std::optional<LinearStep> producerStep(Value v) {
     return std::nullopt;
   std::optional<LinearStep> step = matchLinearStep(candidate);
   if (!step || step->output() != v)
+    return std::nullopt;
+  step->reshapes = std::move(pair);
+  return step;
+}
+
+/// The step reading `v` as its LHS when that (through a restoring reshape
+/// pair) is v's only use.
+std::optional<LinearStep> consumerStep(Value v) {
+  if (!v.hasOneUse())
+    return std::nullopt;
+  Operation *user = *v.getUsers().begin();
+  if (auto expand = dyn_cast<tensor::ExpandShapeOp>(user)) {
+    if (!expand->hasOneUse())
+      return std::nullopt;
+    auto collapse = dyn_cast<tensor::CollapseShapeOp>(*expand->getUsers().begin());
+    if (!collapse || !collapse->hasOneUse() ||
+        collapse.getType() != v.getType() ||
+        expand.getReassociationIndices() != collapse.getReassociationIndices())
+      return std::nullopt;
+    v = collapse.getResult();
+    user = *v.getUsers().begin();
+  }
+  std::optional<LinearStep> step = matchLinearStep(user);
+  if (!step || step->input() != v)
     return std::nullopt;
   return step;
 }
@@ -267,13 +315,9 @@ struct FoldLinearChain : OpRewritePattern<linalg::MatmulOp> {
     std::optional<LinearStep> tail = matchLinearStep(op);
     if (!tail)
       return rewriter.notifyMatchFailure(op, "not a constant linear step");
-    Value out = tail->output();
-    if (out.hasOneUse()) {
-      Operation *user = *out.getUsers().begin();
-      std::optional<LinearStep> next = matchLinearStep(user);
-      if (next && next->input() == out && sameTypes(*next, *tail))
+    if (std::optional<LinearStep> next = consumerStep(tail->output()))
+      if (sameTypes(*next, *tail))
         return rewriter.notifyMatchFailure(op, "not the end of the chain");
-    }
     SmallVector<LinearStep, 4> steps{*tail};
     while (true) {
       Value in = steps.front().input();
