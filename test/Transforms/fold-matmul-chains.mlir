@@ -298,6 +298,41 @@ func.func @chain_through_reshapes(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
 
 // -----
 
+// A norm scale in front of a chain (dynamic M): the scale is absorbed into
+// the first weight before the product, so diag(g)·A·B = [[2, 0], [0, 6]] is
+// rounded once and the matmul reads %x directly. (Found by the numerics
+// test: the chain fold used to add a tensor.dim of the scaled value, which
+// then blocked the scale fold.)
+// CHECK-LABEL: func.func @norm_scale_into_chain
+// CHECK-SAME:    (%[[X:.*]]: tensor<?x2xf32>)
+// CHECK-DAG:     %[[W:.*]] = arith.constant dense<{{\[}}[2.000000e+00, 0.000000e+00], [0.000000e+00, 6.000000e+00]]> : tensor<2x2xf32>
+// CHECK-NOT:     arith.mulf
+// CHECK:         %[[R:.*]] = linalg.matmul ins(%[[X]], %[[W]] : tensor<?x2xf32>, tensor<2x2xf32>)
+// CHECK-NOT:     linalg.matmul
+// CHECK:         return %[[R]]
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d1)>
+func.func @norm_scale_into_chain(%x: tensor<?x2xf32>) -> tensor<?x2xf32> {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %m = tensor.dim %x, %c0 : tensor<?x2xf32>
+  %g = arith.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %a = arith.constant dense<[[1.0, 0.0], [0.0, 1.0]]> : tensor<2x2xf32>
+  %b = arith.constant dense<[[2.0, 0.0], [0.0, 3.0]]> : tensor<2x2xf32>
+  %e = tensor.empty(%m) : tensor<?x2xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?x2xf32>) -> tensor<?x2xf32>
+  %y = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]} ins(%x, %g : tensor<?x2xf32>, tensor<2xf32>) outs(%e : tensor<?x2xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %r = arith.mulf %p, %q : f32
+    linalg.yield %r : f32
+  } -> tensor<?x2xf32>
+  %xa = linalg.matmul ins(%y, %a : tensor<?x2xf32>, tensor<2x2xf32>) outs(%f : tensor<?x2xf32>) -> tensor<?x2xf32>
+  %xab = linalg.matmul ins(%xa, %b : tensor<?x2xf32>, tensor<2x2xf32>) outs(%f : tensor<?x2xf32>) -> tensor<?x2xf32>
+  return %xab : tensor<?x2xf32>
+}
+
+// -----
+
 //===----------------------------------------------------------------------===//
 // Negative cases: left unchanged.
 //===----------------------------------------------------------------------===//

@@ -370,6 +370,29 @@ struct FoldLinearChain : OpRewritePattern<linalg::MatmulOp> {
       return rewriter.notifyMatchFailure(op, "folding does not pay");
     }
 
+    // A constant input scale in front of a chain whose first segment folds
+    // is absorbed into the first weight before the product, so the folded
+    // weight is rounded once (not once for the chain, once for the scale).
+    Operation *absorbedScale = nullptr;
+    Value chainInput = steps.front().input();
+    if (segments.front().second - segments.front().first >= 2) {
+      std::optional<Scale> scale = matchScale(chainInput.getDefiningOp());
+      bool onlyThisUser =
+          scale && llvm::all_of(chainInput.getUsers(), [&](Operation *user) {
+            return user == steps.front().mm.op.getOperation() ||
+                   isa<tensor::DimOp>(user);
+          });
+      if (onlyThisUser) {
+        Matrix &w = steps.front().weight;
+        for (int64_t k = 0; k < w.rows; ++k)
+          for (int64_t j = 0; j < w.cols; ++j)
+            w.at(k, j) *= scale->factor.cols == 1 ? scale->factor.at(0, 0)
+                                                  : scale->factor.at(0, k);
+        absorbedScale = scale->op;
+        chainInput = scale->input;
+      }
+    }
+
     // Replace the last segment first: earlier segments feed it through
     // values that must stay alive until they are replaced themselves.
     for (auto [i, j] : llvm::reverse(segments)) {
@@ -387,7 +410,8 @@ struct FoldLinearChain : OpRewritePattern<linalg::MatmulOp> {
       const LinearStep &last = steps[j - 1];
       rewriter.setInsertionPoint(last.mm.op);
       Value folded = buildLinear(rewriter, last.mm.op->getLoc(),
-                                 steps[i].input(), w, c, last, threshold);
+                                 i == 0 ? chainInput : steps[i].input(), w, c,
+                                 last, threshold);
       SmallVector<int64_t> segDims(dims.begin() + i, dims.begin() + j + 1);
       emitOptimizationRemark(
           folded.getDefiningOp(),
@@ -400,6 +424,14 @@ struct FoldLinearChain : OpRewritePattern<linalg::MatmulOp> {
           rewriter.eraseOp(dead);
       ++counters->chains;
       counters->matmulsRemoved += j - i - 1;
+    }
+    if (absorbedScale) {
+      Value scaled = absorbedScale->getResult(0);
+      for (OpOperand &use : llvm::make_early_inc_range(scaled.getUses()))
+        rewriter.modifyOpInPlace(use.getOwner(),
+                                 [&] { use.set(chainInput); });
+      rewriter.eraseOp(absorbedScale);
+      ++counters->scales;
     }
     return success();
   }
@@ -564,7 +596,13 @@ struct FoldInputScale : RewritePattern {
       return failure();
     Value y = op->getResult(0);
     SmallVector<LinearStep, 2> users;
+    SmallVector<tensor::DimOp> dims;
     for (OpOperand &use : y.getUses()) {
+      // Shape queries read the same sizes from the unscaled input.
+      if (auto dim = dyn_cast<tensor::DimOp>(use.getOwner())) {
+        dims.push_back(dim);
+        continue;
+      }
       std::optional<LinearStep> step = matchLinearStep(use.getOwner());
       if (!step || use.getOperandNumber() != 0 || step->mm.rhs == y)
         return rewriter.notifyMatchFailure(op, "a user cannot absorb it");
@@ -596,6 +634,9 @@ struct FoldInputScale : RewritePattern {
       emitOptimizationRemark(user.mm.op,
                              "folded a constant input scale into the weight");
     }
+    for (tensor::DimOp dim : dims)
+      rewriter.modifyOpInPlace(
+          dim, [&] { dim.getSourceMutable().assign(scale->input); });
     rewriter.eraseOp(op);
     ++counters->scales;
     return success();
