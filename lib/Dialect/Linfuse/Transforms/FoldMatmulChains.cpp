@@ -669,10 +669,45 @@ struct FoldMatmulChainsPass
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
                                      config)))
       return signalPassFailure();
+    if (remarksEnabled())
+      remarkUnfoldableChains();
     numChains += counters->chains;
     numSums += counters->sums;
     numScales += counters->scales;
     numMatmulsRemoved += counters->matmulsRemoved;
+  }
+
+  /// Explains matmul pairs that look like a chain but could not be folded.
+  void remarkUnfoldableChains() {
+    getOperation()->walk([&](linalg::MatmulOp op) {
+      std::optional<MatmulInfo> mm = matchMatmul(op);
+      if (!mm || !mm->finalResult().hasOneUse())
+        return;
+      auto next = dyn_cast<linalg::MatmulOp>(
+          *mm->finalResult().getUsers().begin());
+      if (!next || next.getDpsInputOperand(0)->get() != mm->finalResult())
+        return;
+      std::string why;
+      for (Operation *step : {op.getOperation(), next.getOperation()}) {
+        if (matchLinearStep(step))
+          continue;
+        std::optional<MatmulInfo> info = matchMatmul(step);
+        if (!info)
+          why = "unsupported matmul form";
+        else if (failed(readConstantMatrix(info->rhs)))
+          why = "weight " + describeValue(info->weight) +
+                " is not a constant";
+        else if (info->biasAdd &&
+                 failed(readConstantMatrix(info->biasAdd->bias)))
+          why = "bias " + describeValue(info->biasAdd->bias) +
+                " is not a constant";
+        else
+          why = "accumulator is not a zero fill";
+        break;
+      }
+      if (!why.empty())
+        emitOptimizationRemark(next, "chain of matmuls not folded: " + why);
+    });
   }
 
   PassStatistic numChains{this, "chains-folded",
