@@ -481,3 +481,31 @@ func.func @shared_rhs_bias_before_second_input(%x1: tensor<4x16xf32>, %a: tensor
   %mm2 = linalg.matmul ins(%x2, %w : tensor<7x16xf32>, tensor<16x9xf32>) outs(%f3 : tensor<7x9xf32>) -> tensor<7x9xf32>
   return %y1, %mm2 : tensor<4x9xf32>, tensor<7x9xf32>
 }
+
+// -----
+
+// A linalg.add whose init (ignored by linalg.add) is the matmul result is
+// not a bias-add of that matmul: the matmuls merge without bias and each add
+// keeps its operands, writing into its slice. (Found by review.)
+// CHECK-LABEL: func.func @add_into_matmul_init_is_not_bias
+// CHECK-SAME:    (%{{.*}}: tensor<2x2xf32>, %{{.*}}: tensor<2x2xf32>, %{{.*}}: tensor<2x2xf32>, %[[B1:.*]]: tensor<2xf32>, %[[B2:.*]]: tensor<2xf32>, %[[Z:.*]]: tensor<2x2xf32>)
+// CHECK:         %[[MM:.*]] = linalg.matmul {{.*}} -> tensor<2x4xf32>
+// CHECK-NEXT:    %[[S0:.*]] = tensor.extract_slice %[[MM]][0, 0] [2, 2] [1, 1]
+// CHECK-NEXT:    %[[S1:.*]] = tensor.extract_slice %[[MM]][0, 2] [2, 2] [1, 1]
+// CHECK:         %[[BC1:.*]] = linalg.broadcast ins(%[[B1]]
+// CHECK-NEXT:    %[[R1:.*]] = linalg.add ins(%[[BC1]], %[[Z]] : tensor<2x2xf32>, tensor<2x2xf32>) outs(%[[S0]] : tensor<2x2xf32>)
+// CHECK-NEXT:    %[[BC2:.*]] = linalg.broadcast ins(%[[B2]]
+// CHECK-NEXT:    %[[R2:.*]] = linalg.add ins(%[[BC2]], %[[Z]] : tensor<2x2xf32>, tensor<2x2xf32>) outs(%[[S1]] : tensor<2x2xf32>)
+// CHECK-NEXT:    return %[[R1]], %[[R2]]
+func.func @add_into_matmul_init_is_not_bias(%x: tensor<2x2xf32>, %w1: tensor<2x2xf32>, %w2: tensor<2x2xf32>, %b1: tensor<2xf32>, %b2: tensor<2xf32>, %z: tensor<2x2xf32>) -> (tensor<2x2xf32>, tensor<2x2xf32>) {
+  %cst = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x2xf32>
+  %f = linalg.fill ins(%cst : f32) outs(%e : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %m1 = linalg.matmul ins(%x, %w1 : tensor<2x2xf32>, tensor<2x2xf32>) outs(%f : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %bc1 = linalg.broadcast ins(%b1 : tensor<2xf32>) outs(%e : tensor<2x2xf32>) dimensions = [0]
+  %r1 = linalg.add ins(%bc1, %z : tensor<2x2xf32>, tensor<2x2xf32>) outs(%m1 : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %m2 = linalg.matmul ins(%x, %w2 : tensor<2x2xf32>, tensor<2x2xf32>) outs(%f : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %bc2 = linalg.broadcast ins(%b2 : tensor<2xf32>) outs(%e : tensor<2x2xf32>) dimensions = [0]
+  %r2 = linalg.add ins(%bc2, %z : tensor<2x2xf32>, tensor<2x2xf32>) outs(%m2 : tensor<2x2xf32>) -> tensor<2x2xf32>
+  return %r1, %r2 : tensor<2x2xf32>, tensor<2x2xf32>
+}

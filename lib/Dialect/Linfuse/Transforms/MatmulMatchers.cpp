@@ -158,11 +158,13 @@ std::optional<BiasAdd> mlir::linfuse::matchBiasAdd(Operation *user,
   if (auto add = dyn_cast<linalg::AddOp>(user)) {
     if (!add.hasPureTensorSemantics())
       return std::nullopt;
-    Value other = add.getDpsInputOperand(0)->get() == matmulResult
-                      ? add.getDpsInputOperand(1)->get()
-                      : add.getDpsInputOperand(0)->get();
-    if (other == matmulResult)
+    // The matmul must be one of the two summands (not, say, the init, whose
+    // value linalg.add ignores).
+    Value in0 = add.getDpsInputOperand(0)->get();
+    Value in1 = add.getDpsInputOperand(1)->get();
+    if ((in0 == matmulResult) == (in1 == matmulResult))
       return std::nullopt;
+    Value other = in0 == matmulResult ? in1 : in0;
     auto broadcast = other.getDefiningOp<linalg::BroadcastOp>();
     SmallVector<int64_t> leading = llvm::to_vector(llvm::seq<int64_t>(0, rank - 1));
     if (!broadcast || broadcast.getDimensions() != ArrayRef<int64_t>(leading) ||
