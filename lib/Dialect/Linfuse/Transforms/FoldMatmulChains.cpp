@@ -378,7 +378,8 @@ struct FoldLinearChain : OpRewritePattern<linalg::MatmulOp> {
     if (segments.front().second - segments.front().first >= 2) {
       std::optional<Scale> scale = matchScale(chainInput.getDefiningOp());
       bool onlyThisUser =
-          scale && llvm::all_of(chainInput.getUsers(), [&](Operation *user) {
+          scale && scale->input.getType() == chainInput.getType() &&
+          llvm::all_of(chainInput.getUsers(), [&](Operation *user) {
             return user == steps.front().mm.op.getOperation() ||
                    isa<tensor::DimOp>(user);
           });
@@ -419,9 +420,15 @@ struct FoldLinearChain : OpRewritePattern<linalg::MatmulOp> {
               flopsFormula(segDims) + " → 2·" + Twine(dims[i]) + "·" +
               Twine(dims[j]));
       rewriter.replaceAllUsesWith(last.output(), folded);
-      for (size_t t = j; t-- > i;)
-        for (Operation *dead : steps[t].opsLastFirst())
-          rewriter.eraseOp(dead);
+      for (size_t t = j; t-- > i;) {
+        SmallVector<Operation *, 4> dead = steps[t].opsLastFirst();
+        // The reshape pair after a segment's last step feeds the next kept
+        // step (it now reads the folded value): it stays.
+        if (t == j - 1 && j < n)
+          dead.erase(dead.begin(), dead.begin() + steps[t].reshapes.size());
+        for (Operation *op : dead)
+          rewriter.eraseOp(op);
+      }
       ++counters->chains;
       counters->matmulsRemoved += j - i - 1;
     }
@@ -463,7 +470,7 @@ std::optional<LinearTrace> traceLinear(Value v) {
   Value u = v;
   while (trace.ops.empty() || u.hasOneUse()) {
     if (std::optional<Scale> scale = matchScale(u.getDefiningOp())) {
-      if (scale->factor.cols != 1)
+      if (scale->factor.cols != 1 || scale->input.getType() != u.getType())
         break; // Per-column scales are the scale-folding pattern's.
       alpha *= scale->factor.at(0, 0); // u = s · w
       trace.ops.push_back(scale->op);
@@ -592,7 +599,7 @@ struct FoldInputScale : RewritePattern {
   LogicalResult matchAndRewrite(Operation *op,
                                 PatternRewriter &rewriter) const override {
     std::optional<Scale> scale = matchScale(op);
-    if (!scale)
+    if (!scale || scale->input.getType() != op->getResult(0).getType())
       return failure();
     Value y = op->getResult(0);
     SmallVector<LinearStep, 2> users;

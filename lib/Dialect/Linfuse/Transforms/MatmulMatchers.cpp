@@ -58,6 +58,14 @@ std::optional<MatmulInfo> mlir::linfuse::matchMatmul(Operation *op) {
   auto resType = dyn_cast<RankedTensorType>(op->getResult(0).getType());
   if (!lhsType || !rhsType || !resType)
     return std::nullopt;
+  // Encoded (e.g. sparse) tensors, empty dims and absurd sizes are not
+  // rewritten: concatenation and slicing assume plain dense storage.
+  if (lhsType.getEncoding() || rhsType.getEncoding() || resType.getEncoding())
+    return std::nullopt;
+  for (RankedTensorType t : {lhsType, rhsType, resType})
+    for (int64_t d : t.getShape())
+      if (d == 0 || (!ShapedType::isDynamic(d) && d > (int64_t(1) << 32)))
+        return std::nullopt;
   if (!isa<FloatType>(lhsType.getElementType()) ||
       lhsType.getElementType() != rhsType.getElementType() ||
       !isa<FloatType>(resType.getElementType()))
@@ -119,6 +127,14 @@ std::optional<MatmulInfo> mlir::linfuse::matchMatmul(Operation *op) {
   info.n = weightType.getDimSize(wb + (info.layout == WeightLayout::KN ? 1 : 0));
   info.batch = info.batched ? weightType.getDimSize(0) : 1;
   if (resType.getDimSize(resType.getRank() - 1) != info.n)
+    return std::nullopt;
+  // The result's leading dims must be spelled like the LHS's (static or
+  // dynamic alike): merged types and slices are derived from the LHS.
+  unsigned lhsM = b + (info.lhsTransposed ? 1 : 0);
+  if (resType.getDimSize(b) != lhsType.getDimSize(lhsM) ||
+      (info.batched && resType.getDimSize(0) != lhsType.getDimSize(0)))
+    return std::nullopt;
+  if (weightType.getNumElements() > (int64_t(1) << 40))
     return std::nullopt;
 
   if (op->getResult(0).hasOneUse())

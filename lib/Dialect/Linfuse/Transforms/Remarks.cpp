@@ -32,7 +32,9 @@ void mlir::linfuse::emitOptimizationRemark(Operation *op,
 std::string mlir::linfuse::describeValue(Value value) {
   std::string text;
   llvm::raw_string_ostream os(text);
-  value.printAsOperand(os, OpPrintingFlags());
+  // Local scope, no verification: printing must not walk (or verify) the
+  // whole module, which other threads may be rewriting.
+  value.printAsOperand(os, OpPrintingFlags().useLocalScope().assumeVerified());
   return text;
 }
 

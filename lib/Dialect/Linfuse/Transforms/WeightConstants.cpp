@@ -27,13 +27,17 @@ static std::optional<int64_t> elementBytes(Type elementType) {
   return bits / 8;
 }
 
+/// Constants beyond this many elements are never folded: sizes stay far
+/// from int64 overflow, and nobody packs a terabyte at compile time.
+static constexpr int64_t kMaxElements = int64_t(1) << 40;
+
 static int64_t byteSize(ShapedType type) {
   return type.getNumElements() * *elementBytes(type.getElementType());
 }
 
 FailureOr<ConstantBytes> mlir::linfuse::getConstantBytes(ElementsAttr attr) {
   auto type = dyn_cast<RankedTensorType>(attr.getType());
-  if (!type || !type.hasStaticShape())
+  if (!type || !type.hasStaticShape() || type.getNumElements() > kMaxElements)
     return failure();
   std::optional<int64_t> eltBytes = elementBytes(type.getElementType());
   if (!eltBytes)
@@ -76,6 +80,7 @@ LogicalResult mlir::linfuse::concatConstantBytes(ArrayRef<ElementsAttr> parts,
                                                  MutableArrayRef<char> out) {
   std::optional<int64_t> eltBytes = elementBytes(resultType.getElementType());
   if (!eltBytes || !resultType.hasStaticShape() || parts.empty() ||
+      resultType.getNumElements() > kMaxElements ||
       static_cast<int64_t>(out.size()) != byteSize(resultType))
     return failure();
   ArrayRef<int64_t> shape = resultType.getShape();
@@ -191,7 +196,8 @@ ElementsAttr mlir::linfuse::makeConstant(
     RankedTensorType type, int64_t resourceThreshold,
     function_ref<LogicalResult(MutableArrayRef<char>)> fill,
     StringRef resourceName) {
-  if (!elementBytes(type.getElementType()) || !type.hasStaticShape())
+  if (!elementBytes(type.getElementType()) || !type.hasStaticShape() ||
+      type.getNumElements() > kMaxElements)
     return {};
   int64_t size = byteSize(type);
   if (size >= resourceThreshold) {
