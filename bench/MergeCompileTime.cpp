@@ -38,9 +38,10 @@ using namespace mlir;
 static llvm::cl::opt<int> clLayers("layers", llvm::cl::init(24));
 static llvm::cl::opt<int> clHidden("hidden", llvm::cl::init(1024));
 static llvm::cl::opt<int> clIntermediate("intermediate", llvm::cl::init(2816));
-static llvm::cl::opt<bool> clPipelineOnly(
-    "pipeline-only", llvm::cl::desc("Only time --linfuse-optimize"),
-    llvm::cl::init(false));
+static llvm::cl::opt<bool>
+    clPipelineOnly("pipeline-only",
+                   llvm::cl::desc("Only time --linfuse-optimize"),
+                   llvm::cl::init(false));
 
 static double peakRssBytes() {
   struct rusage usage;
@@ -80,8 +81,8 @@ public:
 
   Value zeros(Value like, int64_t cols) {
     Value m = tensor::DimOp::create(b, loc, like, 0);
-    auto type = RankedTensorType::get({ShapedType::kDynamic, cols},
-                                      b.getF32Type());
+    auto type =
+        RankedTensorType::get({ShapedType::kDynamic, cols}, b.getF32Type());
     Value empty = tensor::EmptyOp::create(b, loc, type, ValueRange{m});
     Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
     return linalg::FillOp::create(b, loc, zero, empty)->getResult(0);
@@ -97,10 +98,9 @@ public:
     auto op = linalg::MatmulOp::create(b, loc, TypeRange{init.getType()},
                                        ValueRange{x, w}, ValueRange{init});
     op->setAttr("indexing_maps",
-                b.getAffineMapArrayAttr(
-                    {AffineMap::get(3, 0, {d0, d2}, ctx),
-                     AffineMap::get(3, 0, {d1, d2}, ctx),
-                     AffineMap::get(3, 0, {d0, d1}, ctx)}));
+                b.getAffineMapArrayAttr({AffineMap::get(3, 0, {d0, d2}, ctx),
+                                         AffineMap::get(3, 0, {d1, d2}, ctx),
+                                         AffineMap::get(3, 0, {d0, d1}, ctx)}));
     Value y = op->getResult(0);
     if (!bias)
       return y;
@@ -138,8 +138,8 @@ public:
   OwningOpRef<ModuleOp> build(int layers, int64_t hidden, int64_t inter) {
     OwningOpRef<ModuleOp> module = ModuleOp::create(b, loc);
     b.setInsertionPointToEnd(module->getBody());
-    auto xType = RankedTensorType::get({ShapedType::kDynamic, hidden},
-                                       b.getF32Type());
+    auto xType =
+        RankedTensorType::get({ShapedType::kDynamic, hidden}, b.getF32Type());
     auto fn = func::FuncOp::create(b, loc, "main",
                                    b.getFunctionType({xType}, {xType}));
     Block *entry = fn.addEntryBlock();
@@ -149,20 +149,20 @@ public:
       Value q = linear(x, weight(hidden, hidden), vector(hidden));
       Value k = linear(x, weight(hidden, hidden), vector(hidden));
       Value v = linear(x, weight(hidden, hidden), vector(hidden));
-      Value attn = elementwise({q, k, v}, false,
-                               [](OpBuilder &nb, Location lc, ValueRange a) {
-                                 Value s = arith::AddFOp::create(nb, lc, a[0], a[1]);
-                                 return arith::AddFOp::create(nb, lc, s, a[2]);
-                               });
+      Value attn = elementwise(
+          {q, k, v}, false, [](OpBuilder &nb, Location lc, ValueRange a) {
+            Value s = arith::AddFOp::create(nb, lc, a[0], a[1]);
+            return arith::AddFOp::create(nb, lc, s, a[2]);
+          });
       mergedWeightBytes += 3 * hidden * hidden * 4;
       Value g = linear(attn, weight(inter, hidden), Value());
       Value u = linear(attn, weight(inter, hidden), Value());
       mergedWeightBytes += 2 * inter * hidden * 4;
-      Value h = elementwise({g, u}, false,
-                            [](OpBuilder &nb, Location lc, ValueRange a) {
-                              Value s = arith::MulFOp::create(nb, lc, a[0], a[0]);
-                              return arith::MulFOp::create(nb, lc, s, a[1]);
-                            });
+      Value h = elementwise(
+          {g, u}, false, [](OpBuilder &nb, Location lc, ValueRange a) {
+            Value s = arith::MulFOp::create(nb, lc, a[0], a[0]);
+            return arith::MulFOp::create(nb, lc, s, a[1]);
+          });
       x = linear(h, weight(hidden, inter), Value());
     }
     func::ReturnOp::create(b, loc, x);
@@ -185,7 +185,8 @@ static int countMatmuls(ModuleOp module) {
 }
 
 int main(int argc, char **argv) {
-  llvm::cl::ParseCommandLineOptions(argc, argv, "linfuse merge compile-time benchmark\n");
+  llvm::cl::ParseCommandLineOptions(argc, argv,
+                                    "linfuse merge compile-time benchmark\n");
   DialectRegistry registry;
   registry.insert<func::FuncDialect, arith::ArithDialect, linalg::LinalgDialect,
                   tensor::TensorDialect, math::MathDialect>();
@@ -231,7 +232,8 @@ int main(int argc, char **argv) {
       "  passes              %8.3f s  (%.2f ms/layer)\n"
       "  throughput          %8.2f GB/s of merged weights\n"
       "  matmuls             %d -> %d\n"
-      "  peak RSS            %8.3f GB (after build %.3f GB) = %.2fx weight bytes\n",
+      "  peak RSS            %8.3f GB (after build %.3f GB) = %.2fx weight "
+      "bytes\n",
       (int)clLayers, (long long)clHidden, (long long)clIntermediate,
       clPipelineOnly ? "[--linfuse-optimize]"
                      : "[merge + fold-constant-weights]",

@@ -1,4 +1,5 @@
-//===- InitAllLinfuse.h - register linfuse with a tool ------------*- C++ -*-===//
+//===- InitAllLinfuse.h - register linfuse with a tool ------------*- C++
+//-*-===//
 //
 // What a stack embedding linfuse calls: the dialect with its external
 // interface models, and every pass and pipeline.

@@ -509,3 +509,23 @@ func.func @add_into_matmul_init_is_not_bias(%x: tensor<2x2xf32>, %w1: tensor<2x2
   %r2 = linalg.add ins(%bc2, %z : tensor<2x2xf32>, tensor<2x2xf32>) outs(%m2 : tensor<2x2xf32>) -> tensor<2x2xf32>
   return %r1, %r2 : tensor<2x2xf32>, tensor<2x2xf32>
 }
+
+// -----
+
+// min-group-size=3: {a, b} is too small (c and d depend on a), but once a is
+// set aside, {b, c, d} is a legal group of three. (Found by review: a
+// discarded group used to take its members down with it.)
+// MIN3-LABEL: func.func @min_group_retries_without_head
+// MIN3:         %[[A:.*]] = linalg.matmul {{.*}} -> tensor<8x8xf32>
+// MIN3:         linalg.matmul {{.*}} -> tensor<8x24xf32>
+// MIN3-NOT:     linalg.matmul
+// MIN3:         return
+func.func @min_group_retries_without_head(%x: tensor<8x8xf32>, %wa: tensor<8x8xf32>, %wb: tensor<8x8xf32>, %i: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>) {
+  %a = linalg.matmul ins(%x, %wa : tensor<8x8xf32>, tensor<8x8xf32>) outs(%i : tensor<8x8xf32>) -> tensor<8x8xf32>
+  %b = linalg.matmul ins(%x, %wb : tensor<8x8xf32>, tensor<8x8xf32>) outs(%i : tensor<8x8xf32>) -> tensor<8x8xf32>
+  %wc = arith.negf %a : tensor<8x8xf32>
+  %wd = arith.addf %a, %a : tensor<8x8xf32>
+  %c = linalg.matmul ins(%x, %wc : tensor<8x8xf32>, tensor<8x8xf32>) outs(%i : tensor<8x8xf32>) -> tensor<8x8xf32>
+  %d = linalg.matmul ins(%x, %wd : tensor<8x8xf32>, tensor<8x8xf32>) outs(%i : tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %a, %b, %c, %d : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>
+}

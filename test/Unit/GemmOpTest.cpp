@@ -38,10 +38,9 @@ protected:
                                    builder.getFunctionType({a, b, c}, {}));
     Block *entry = fn.addEntryBlock();
     builder.setInsertionPointToEnd(entry);
-    auto gemm = GemmOp::create(builder, loc, entry->getArgument(0),
-                               entry->getArgument(1), Value(),
-                               entry->getArgument(2), false, transposeB,
-                               Epilogue::Relu);
+    auto gemm = GemmOp::create(
+        builder, loc, entry->getArgument(0), entry->getArgument(1), Value(),
+        entry->getArgument(2), false, transposeB, Epilogue::Relu);
     func::ReturnOp::create(builder, loc);
     return gemm;
   }
@@ -102,6 +101,5 @@ TEST_F(GemmOpTest, BufferizationModelIsAttached) {
   Type f32 = Float32Type::get(&ctx);
   auto t = RankedTensorType::get({4, 4}, f32);
   GemmOp gemm = buildGemm(t, t, t);
-  EXPECT_TRUE(isa<bufferization::BufferizableOpInterface>(
-      gemm.getOperation()));
+  EXPECT_TRUE(isa<bufferization::BufferizableOpInterface>(gemm.getOperation()));
 }

@@ -1,4 +1,5 @@
-//===- Pipelines.h - linfuse pass pipelines -----------------------*- C++ -*-===//
+//===- Pipelines.h - linfuse pass pipelines -----------------------*- C++
+//-*-===//
 //
 // Each pipeline is a C++ function that fills an OpPassManager, so the whole
 // flow reads in one place and other stacks can nest it in their own.

@@ -49,18 +49,16 @@ int64_t GemmOp::getStaticN() {
   return MatrixView{cast<ShapedType>(getC().getType()), false}.cols();
 }
 int64_t GemmOp::getStaticK() {
-  return MatrixView{cast<ShapedType>(getA().getType()), getTransposeA()}
-      .cols();
+  return MatrixView{cast<ShapedType>(getA().getType()), getTransposeA()}.cols();
 }
 
 //===----------------------------------------------------------------------===//
 // Builders
 //===----------------------------------------------------------------------===//
 
-void GemmOp::build(OpBuilder &builder, OperationState &state, Value a,
-                   Value b, Value bias, Value c, bool transposeA,
-                   bool transposeB, Epilogue epilogue, float alpha,
-                   float beta) {
+void GemmOp::build(OpBuilder &builder, OperationState &state, Value a, Value b,
+                   Value bias, Value c, bool transposeA, bool transposeB,
+                   Epilogue epilogue, float alpha, float beta) {
   Type resultType = isa<RankedTensorType>(c.getType()) ? c.getType() : Type();
   build(builder, state, resultType, a, b, bias, c,
         transposeA ? builder.getUnitAttr() : UnitAttr(),
@@ -134,22 +132,21 @@ LogicalResult GemmOp::verify() {
             bc = cType.getDimSize(0);
     if (conflict(ba, bb) || conflict(ba, bc) || conflict(bb, bc))
       return emitOpError() << "batch dimension mismatch: 'a' has "
-                           << dimToString(ba) << ", 'b' has "
-                           << dimToString(bb) << ", 'c' has "
-                           << dimToString(bc);
+                           << dimToString(ba) << ", 'b' has " << dimToString(bb)
+                           << ", 'c' has " << dimToString(bc);
   }
   if (conflict(opA.cols(), opB.rows()))
     return emitOpError() << "K mismatch: op(a) has K = "
-                         << dimToString(opA.cols()) << " but op(b) has K = "
-                         << dimToString(opB.rows());
+                         << dimToString(opA.cols())
+                         << " but op(b) has K = " << dimToString(opB.rows());
   if (conflict(opA.rows(), viewC.rows()))
     return emitOpError() << "M mismatch: op(a) has M = "
-                         << dimToString(opA.rows()) << " but 'c' has M = "
-                         << dimToString(viewC.rows());
+                         << dimToString(opA.rows())
+                         << " but 'c' has M = " << dimToString(viewC.rows());
   if (conflict(opB.cols(), viewC.cols()))
     return emitOpError() << "N mismatch: op(b) has N = "
-                         << dimToString(opB.cols()) << " but 'c' has N = "
-                         << dimToString(viewC.cols());
+                         << dimToString(opB.cols())
+                         << " but 'c' has N = " << dimToString(viewC.cols());
 
   if (biasType) {
     if (biasType.getRank() != 1)
@@ -173,8 +170,7 @@ LogicalResult GemmOp::verify() {
 // Interfaces
 //===----------------------------------------------------------------------===//
 
-void GemmOp::getAsmResultNames(
-    function_ref<void(Value, StringRef)> setNameFn) {
+void GemmOp::getAsmResultNames(function_ref<void(Value, StringRef)> setNameFn) {
   if (getResult())
     setNameFn(getResult(), "gemm");
 }

@@ -56,8 +56,8 @@ struct GemmOpBufferizationModel
       bias = *biasBuf;
     }
 
-    GemmOp::create(rewriter, gemm.getLoc(), /*result=*/Type(), *a, *b, bias,
-                   *c, gemm.getTransposeAAttr(), gemm.getTransposeBAttr(),
+    GemmOp::create(rewriter, gemm.getLoc(), /*result=*/Type(), *a, *b, bias, *c,
+                   gemm.getTransposeAAttr(), gemm.getTransposeBAttr(),
                    gemm.getAlphaAttr(), gemm.getBetaAttr(),
                    gemm.getEpilogueAttr());
     replaceOpWithBufferizedValues(rewriter, op, *c);

@@ -107,9 +107,7 @@ struct FoldConstantWeightsPass
         if (!isa<tensor::ConcatOp, linalg::TransposeOp>(op))
           return;
         ++folded;
-        auto type = cast<ShapedType>(op->getResult(0).getType());
-        bytes += type.getNumElements() *
-                 llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+        bytes += getByteSize(cast<ShapedType>(op->getResult(0).getType()));
       }
       int64_t folded = 0, bytes = 0;
     } counter;
@@ -118,8 +116,8 @@ struct FoldConstantWeightsPass
     // Only the ops the patterns rewrite: a full canonicalization belongs to
     // the pipeline, not to this pass.
     config.setStrictness(GreedyRewriteStrictness::AnyOp);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
-                                     config)))
+    if (failed(
+            applyPatternsGreedily(getOperation(), std::move(patterns), config)))
       return signalPassFailure();
     numFolded += counter.folded;
     numBytesFolded += counter.bytes;

@@ -51,11 +51,11 @@ using CountersPtr = std::shared_ptr<FoldCounters>;
 //===----------------------------------------------------------------------===//
 
 /// A rank-2 matmul with a constant weight and zero accumulator, plus its
-/// constant bias-add if any: `out = in · W (+ b)`.
+/// constant bias-add if any: `out = in · W (+ b)`. Matching only checks that
+/// the data is constant; it is decoded (per element, into f64) by readWeight
+/// and readBias once a rewrite has been decided, not on every match.
 struct LinearStep {
   MatmulInfo mm;
-  Matrix weight; // K x N
-  std::optional<Matrix> bias;
   bool rhsIsNK = false; // Layout of the weight as the matmul reads it.
 
   /// A `tensor.expand_shape` + `tensor.collapse_shape` pair that restores
@@ -65,7 +65,23 @@ struct LinearStep {
 
   Value input() const { return mm.lhs; }
   Value output() const { return mm.finalResult(); }
-  int64_t flopsPerRow() const { return 2 * weight.rows * weight.cols; }
+  int64_t flopsPerRow() const { return 2 * mm.k * mm.n; }
+  /// W as [K, N].
+  FailureOr<Matrix> readWeight() const {
+    FailureOr<Matrix> rhs = readConstantMatrix(mm.rhs);
+    if (failed(rhs) || !rhsIsNK)
+      return rhs;
+    return transpose(*rhs);
+  }
+  /// b as 1 x N, when there is a bias-add.
+  FailureOr<std::optional<Matrix>> readBias() const {
+    if (!mm.biasAdd)
+      return std::optional<Matrix>();
+    FailureOr<Matrix> bias = readConstantMatrix(mm.biasAdd->bias);
+    if (failed(bias))
+      return failure();
+    return std::optional<Matrix>(std::move(*bias));
+  }
   /// Ops computing `output` (and its reshapes) from `input`, last first.
   SmallVector<Operation *, 4> opsLastFirst() const {
     SmallVector<Operation *, 4> ops(reshapes.begin(), reshapes.end());
@@ -92,17 +108,11 @@ std::optional<LinearStep> matchLinearStep(Operation *op) {
   step.mm = *mm;
   // The layout as read by the matmul's map (the matcher looked through a
   // transpose of the weight; readConstantMatrix looks through it again).
-  step.rhsIsNK = (mm->layout == WeightLayout::NK) != (mm->weightTranspose != nullptr);
-  FailureOr<Matrix> rhs = readConstantMatrix(mm->rhs);
-  if (failed(rhs))
+  step.rhsIsNK =
+      (mm->layout == WeightLayout::NK) != (mm->weightTranspose != nullptr);
+  if (!isConstantMatrix(mm->rhs) ||
+      (mm->biasAdd && !isConstantMatrix(mm->biasAdd->bias)))
     return std::nullopt;
-  step.weight = step.rhsIsNK ? transpose(*rhs) : std::move(*rhs);
-  if (mm->biasAdd) {
-    FailureOr<Matrix> bias = readConstantMatrix(mm->biasAdd->bias);
-    if (failed(bias))
-      return std::nullopt;
-    step.bias = std::move(*bias);
-  }
   return step;
 }
 
@@ -155,7 +165,8 @@ std::optional<LinearStep> consumerStep(Value v) {
   if (auto expand = dyn_cast<tensor::ExpandShapeOp>(user)) {
     if (!expand->hasOneUse())
       return std::nullopt;
-    auto collapse = dyn_cast<tensor::CollapseShapeOp>(*expand->getUsers().begin());
+    auto collapse =
+        dyn_cast<tensor::CollapseShapeOp>(*expand->getUsers().begin());
     if (!collapse || !collapse->hasOneUse() ||
         collapse.getType() != v.getType() ||
         expand.getReassociationIndices() != collapse.getReassociationIndices())
@@ -273,12 +284,12 @@ std::optional<Scale> matchScale(Operation *op) {
 Value buildLinear(PatternRewriter &rewriter, Location loc, Value x,
                   const Matrix &w, const std::optional<Matrix> &c,
                   const LinearStep &like, int64_t threshold) {
-  auto wType = RankedTensorType::get({w.rows, w.cols},
-                                     like.mm.weightElementType());
+  auto wType =
+      RankedTensorType::get({w.rows, w.cols}, like.mm.weightElementType());
   Value weight = arith::ConstantOp::create(
       rewriter, loc, wType, writeConstantMatrix(w, wType, threshold));
-  Value out = buildMatmul(rewriter, loc, x, weight,
-                          like.mm.resultElementType());
+  Value out =
+      buildMatmul(rewriter, loc, x, weight, like.mm.resultElementType());
   if (!c)
     return out;
   auto cType = RankedTensorType::get({c->cols}, like.mm.resultElementType());
@@ -334,9 +345,9 @@ struct FoldLinearChain : OpRewritePattern<linalg::MatmulOp> {
     // dims[i] -> dims[i+1] is step i; a run-time segment from i to j costs
     // dims[i]·dims[j] multiply-adds per row (the products in between are
     // computed once, at compile time).
-    SmallVector<int64_t> dims{steps.front().weight.rows};
+    SmallVector<int64_t> dims{steps.front().mm.k};
     for (const LinearStep &s : steps)
-      dims.push_back(s.weight.cols);
+      dims.push_back(s.mm.n);
     size_t n = steps.size();
     SmallVector<int64_t> best(n + 1, std::numeric_limits<int64_t>::max());
     SmallVector<size_t> from(n + 1, 0);
@@ -364,10 +375,26 @@ struct FoldLinearChain : OpRewritePattern<linalg::MatmulOp> {
     if (segments.size() == n) {
       if (counters->remarked.insert(op).second)
         emitOptimizationRemark(
-          op, "chain of " + Twine(n) + " matmuls not folded: FLOPs per row " +
-                  flopsFormula(dims) + " = " + Twine(2 * before) +
-                  " would become " + Twine(2 * dims.front() * dims.back()));
+            op, "chain of " + Twine(n) + " matmuls not folded: FLOPs per row " +
+                    flopsFormula(dims) + " = " + Twine(2 * before) +
+                    " would become " + Twine(2 * dims.front() * dims.back()));
       return rewriter.notifyMatchFailure(op, "folding does not pay");
+    }
+
+    // Decode the weights of the folded segments (and only those).
+    SmallVector<Matrix> weights(n);
+    SmallVector<std::optional<Matrix>> biases(n);
+    for (auto [i, j] : segments) {
+      if (j - i < 2)
+        continue;
+      for (size_t t = i; t < j; ++t) {
+        FailureOr<Matrix> w = steps[t].readWeight();
+        FailureOr<std::optional<Matrix>> b = steps[t].readBias();
+        if (failed(w) || failed(b))
+          return rewriter.notifyMatchFailure(op, "unreadable constant");
+        weights[t] = std::move(*w);
+        biases[t] = std::move(*b);
+      }
     }
 
     // A constant input scale in front of a chain whose first segment folds
@@ -384,11 +411,7 @@ struct FoldLinearChain : OpRewritePattern<linalg::MatmulOp> {
                    isa<tensor::DimOp>(user);
           });
       if (onlyThisUser) {
-        Matrix &w = steps.front().weight;
-        for (int64_t k = 0; k < w.rows; ++k)
-          for (int64_t j = 0; j < w.cols; ++j)
-            w.at(k, j) *= scale->factor.cols == 1 ? scale->factor.at(0, 0)
-                                                  : scale->factor.at(0, k);
+        scaleRows(weights.front(), scale->factor);
         absorbedScale = scale->op;
         chainInput = scale->input;
       }
@@ -399,14 +422,14 @@ struct FoldLinearChain : OpRewritePattern<linalg::MatmulOp> {
     for (auto [i, j] : llvm::reverse(segments)) {
       if (j - i < 2)
         continue;
-      Matrix w = steps[i].weight;
-      std::optional<Matrix> c = steps[i].bias;
+      Matrix w = weights[i];
+      std::optional<Matrix> c = biases[i];
       for (size_t t = i + 1; t < j; ++t) {
-        w = multiply(w, steps[t].weight);
+        w = multiply(w, weights[t]);
         if (c)
-          c = multiply(*c, steps[t].weight);
-        if (steps[t].bias)
-          c = c ? addScaled(*c, *steps[t].bias, 1.0) : *steps[t].bias;
+          c = multiply(*c, weights[t]);
+        if (biases[t])
+          c = c ? addScaled(*c, *biases[t], 1.0) : *biases[t];
       }
       const LinearStep &last = steps[j - 1];
       rewriter.setInsertionPoint(last.mm.op);
@@ -414,11 +437,11 @@ struct FoldLinearChain : OpRewritePattern<linalg::MatmulOp> {
                                  i == 0 ? chainInput : steps[i].input(), w, c,
                                  last, threshold);
       SmallVector<int64_t> segDims(dims.begin() + i, dims.begin() + j + 1);
-      emitOptimizationRemark(
-          folded.getDefiningOp(),
-          "folded chain of " + Twine(j - i) + " matmuls, FLOPs per row " +
-              flopsFormula(segDims) + " → 2·" + Twine(dims[i]) + "·" +
-              Twine(dims[j]));
+      emitOptimizationRemark(folded.getDefiningOp(),
+                             "folded chain of " + Twine(j - i) +
+                                 " matmuls, FLOPs per row " +
+                                 flopsFormula(segDims) + " → 2·" +
+                                 Twine(dims[i]) + "·" + Twine(dims[j]));
       rewriter.replaceAllUsesWith(last.output(), folded);
       for (size_t t = j; t-- > i;) {
         SmallVector<Operation *, 4> dead = steps[t].opsLastFirst();
@@ -435,8 +458,7 @@ struct FoldLinearChain : OpRewritePattern<linalg::MatmulOp> {
     if (absorbedScale) {
       Value scaled = absorbedScale->getResult(0);
       for (OpOperand &use : llvm::make_early_inc_range(scaled.getUses()))
-        rewriter.modifyOpInPlace(use.getOwner(),
-                                 [&] { use.set(chainInput); });
+        rewriter.modifyOpInPlace(use.getOwner(), [&] { use.set(chainInput); });
       rewriter.eraseOp(absorbedScale);
       ++counters->scales;
     }
@@ -455,8 +477,8 @@ struct FoldLinearChain : OpRewritePattern<linalg::MatmulOp> {
 /// `value = x · T + c`, traced back through single-use steps and scales.
 struct LinearTrace {
   Value x;
-  Matrix t;                  // K x N
-  std::optional<Matrix> c;   // 1 x N
+  Matrix t;                     // K x N
+  std::optional<Matrix> c;      // 1 x N
   SmallVector<Operation *> ops; // last first
   int64_t flopsPerRow = 0;
   std::optional<LinearStep> anyStep;
@@ -480,13 +502,17 @@ std::optional<LinearTrace> traceLinear(Value v) {
     std::optional<LinearStep> step = producerStep(u);
     if (!step || (trace.anyStep && !sameTypes(*step, *trace.anyStep)))
       break;
+    FailureOr<Matrix> weight = step->readWeight();
+    FailureOr<std::optional<Matrix>> bias = step->readBias();
+    if (failed(weight) || failed(bias))
+      break;
     // u = w · W + b:  v = w · (alpha · W T) + (alpha · b T + c).
-    if (step->bias) {
-      Matrix bt = t ? multiply(*step->bias, *t) : *step->bias;
+    if (*bias) {
+      Matrix bt = t ? multiply(**bias, *t) : **bias;
       trace.c = trace.c ? addScaled(*trace.c, bt, alpha)
                         : addScaled(Matrix(bt.rows, bt.cols), bt, alpha);
     }
-    t = t ? multiply(step->weight, *t) : step->weight;
+    t = t ? multiply(*weight, *t) : std::move(*weight);
     trace.flopsPerRow += step->flopsPerRow();
     llvm::append_range(trace.ops, step->opsLastFirst());
     trace.anyStep = *step;
@@ -536,8 +562,8 @@ std::optional<std::pair<Value, Value>> matchElementwiseAdd(Operation *op) {
 struct FoldLinearSum : RewritePattern {
   FoldLinearSum(MLIRContext *ctx, FoldPolicy policy, int64_t threshold,
                 CountersPtr counters)
-      : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/2, ctx),
-        policy(policy), threshold(threshold), counters(counters) {}
+      : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/2, ctx), policy(policy),
+        threshold(threshold), counters(counters) {}
 
   LogicalResult matchAndRewrite(Operation *op,
                                 PatternRewriter &rewriter) const override {
@@ -617,15 +643,17 @@ struct FoldInputScale : RewritePattern {
     }
     if (users.empty())
       return failure();
+    // Decode every weight before changing anything.
+    SmallVector<Matrix, 2> weights;
     for (const LinearStep &user : users) {
+      FailureOr<Matrix> w = user.readWeight();
+      if (failed(w))
+        return rewriter.notifyMatchFailure(op, "unreadable constant");
+      weights.push_back(std::move(*w));
+    }
+    for (auto [user, w] : llvm::zip_equal(users, weights)) {
       // Row k of the [K, N] weight is scaled by g[k].
-      Matrix w = user.weight;
-      for (int64_t k = 0; k < w.rows; ++k) {
-        double g = scale->factor.cols == 1 ? scale->factor.at(0, 0)
-                                           : scale->factor.at(0, k);
-        for (int64_t j = 0; j < w.cols; ++j)
-          w.at(k, j) *= g;
-      }
+      scaleRows(w, scale->factor);
       // Written back in the layout the matmul reads, so its maps, bias-add
       // and uses stay as they are.
       auto rhsType = cast<RankedTensorType>(user.mm.rhs.getType());
@@ -673,8 +701,8 @@ struct FoldMatmulChainsPass
     addPatterns(patterns, policy, resourceThreshold, counters);
     GreedyRewriteConfig config;
     config.setStrictness(GreedyRewriteStrictness::AnyOp);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
-                                     config)))
+    if (failed(
+            applyPatternsGreedily(getOperation(), std::move(patterns), config)))
       return signalPassFailure();
     if (remarksEnabled())
       remarkUnfoldableChains();
@@ -690,8 +718,8 @@ struct FoldMatmulChainsPass
       std::optional<MatmulInfo> mm = matchMatmul(op);
       if (!mm || !mm->finalResult().hasOneUse())
         return;
-      auto next = dyn_cast<linalg::MatmulOp>(
-          *mm->finalResult().getUsers().begin());
+      auto next =
+          dyn_cast<linalg::MatmulOp>(*mm->finalResult().getUsers().begin());
       if (!next || next.getDpsInputOperand(0)->get() != mm->finalResult())
         return;
       std::string why;
@@ -701,11 +729,9 @@ struct FoldMatmulChainsPass
         std::optional<MatmulInfo> info = matchMatmul(step);
         if (!info)
           why = "unsupported matmul form";
-        else if (failed(readConstantMatrix(info->rhs)))
-          why = "weight " + describeValue(info->weight) +
-                " is not a constant";
-        else if (info->biasAdd &&
-                 failed(readConstantMatrix(info->biasAdd->bias)))
+        else if (!isConstantMatrix(info->rhs))
+          why = "weight " + describeValue(info->weight) + " is not a constant";
+        else if (info->biasAdd && !isConstantMatrix(info->biasAdd->bias))
           why = "bias " + describeValue(info->biasAdd->bias) +
                 " is not a constant";
         else
@@ -731,8 +757,7 @@ struct FoldMatmulChainsPass
 } // namespace
 
 void mlir::linfuse::populateFoldMatmulChainsPatterns(
-    RewritePatternSet &patterns, FoldPolicy policy,
-    int64_t resourceThreshold) {
+    RewritePatternSet &patterns, FoldPolicy policy, int64_t resourceThreshold) {
   addPatterns(patterns, policy, resourceThreshold,
               std::make_shared<FoldCounters>());
 }

@@ -65,9 +65,8 @@ static WeightAnalysis analyze(func::FuncOp fn) {
       continue;
     // Ops with regions qualify when their regions use nothing from outside
     // but static values (a linalg.generic's body uses its block arguments).
-    bool allStatic = llvm::all_of(op.getOperands(), [&](Value v) {
-      return a.isStatic.contains(v);
-    });
+    bool allStatic = llvm::all_of(
+        op.getOperands(), [&](Value v) { return a.isStatic.contains(v); });
     bool regionsClosed = true;
     op.walk([&](Operation *nested) {
       if (nested == &op)
@@ -144,9 +143,9 @@ struct LiftWeightPackingPass
         weights, [](BlockArgument w) { return w.getType(); });
     SmallVector<Type> packedTypes =
         llvm::map_to_vector(packed, [](Value v) { return v.getType(); });
-    auto pack = func::FuncOp::create(
-        b, fn.getLoc(), (fn.getName() + "__pack").str(),
-        b.getFunctionType(weightTypes, packedTypes));
+    auto pack =
+        func::FuncOp::create(b, fn.getLoc(), (fn.getName() + "__pack").str(),
+                             b.getFunctionType(weightTypes, packedTypes));
     pack.setVisibility(fn.getVisibility());
     for (auto [i, w] : llvm::enumerate(weights))
       pack.setArgAttrs(i, fn.getArgAttrDict(w.getArgNumber()));
@@ -190,9 +189,9 @@ struct LiftWeightPackingPass
       op->erase();
     // What only the lifted ops read (their tensor.empty, constants) is dead.
     for (Operation &op : llvm::make_early_inc_range(llvm::reverse(entry)))
-      if (isOpTriviallyDead(&op) &&
-          llvm::all_of(op.getResults(),
-                       [&](Value r) { return a.isStatic.contains(r); }))
+      if (isOpTriviallyDead(&op) && llvm::all_of(op.getResults(), [&](Value r) {
+            return a.isStatic.contains(r);
+          }))
         op.erase();
     SmallVector<Type> argTypes;
     SmallVector<DictionaryAttr> argAttrs;
@@ -207,13 +206,14 @@ struct LiftWeightPackingPass
       if (i < firstPacked)
         argAttrs.push_back(fn.getArgAttrDict(i));
       else
-        argAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
-            kPackedAttr, b.getI64IntegerAttr(i - firstPacked))));
+        argAttrs.push_back(b.getDictionaryAttr(
+            b.getNamedAttr(kPackedAttr, b.getI64IntegerAttr(i - firstPacked))));
     }
     entry.eraseArguments(erase);
     fn.setFunctionType(b.getFunctionType(argTypes, fn.getResultTypes()));
     fn.setAllArgAttrs(argAttrs);
-    fn->setAttr(kPackFunctionAttr, FlatSymbolRefAttr::get(pack.getSymNameAttr()));
+    fn->setAttr(kPackFunctionAttr,
+                FlatSymbolRefAttr::get(pack.getSymNameAttr()));
 
     emitOptimizationRemark(pack, "lifted " + Twine(a.staticOps.size()) +
                                      " weight-only ops of @" + fn.getName() +

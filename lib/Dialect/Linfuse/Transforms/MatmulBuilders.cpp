@@ -8,9 +8,10 @@
 using namespace mlir;
 using namespace mlir::linfuse;
 
-SmallVector<Value> mlir::linfuse::dynamicSizesFromLhs(
-    OpBuilder &b, Location loc, Value lhs, AffineMap lhsMap,
-    RankedTensorType resultType) {
+SmallVector<Value>
+mlir::linfuse::dynamicSizesFromLhs(OpBuilder &b, Location loc, Value lhs,
+                                   AffineMap lhsMap,
+                                   RankedTensorType resultType) {
   SmallVector<Value> sizes;
   for (int64_t i = 0, e = resultType.getRank() - 1; i < e; ++i) {
     if (!resultType.isDynamicDim(i))
@@ -59,8 +60,8 @@ Value mlir::linfuse::buildMatmul(OpBuilder &b, Location loc, Value lhs,
   SmallVector<Value> dyn;
   if (type.isDynamicDim(0))
     dyn.push_back(tensor::DimOp::create(b, loc, lhs, 0));
-  Value zero = arith::ConstantOp::create(
-      b, loc, b.getFloatAttr(resultElementType, 0.0));
+  Value zero =
+      arith::ConstantOp::create(b, loc, b.getFloatAttr(resultElementType, 0.0));
   Value init = buildFilledTensor(b, loc, type, dyn, zero);
   return linalg::MatmulOp::create(b, loc, TypeRange{type},
                                   ValueRange{lhs, weight}, ValueRange{init})

@@ -1,6 +1,7 @@
 //===- MatmulMatchers.cpp - recognize matmuls and what feeds them ---------===//
 
 #include "linfuse/Dialect/Linfuse/Transforms/MatmulMatchers.h"
+#include "linfuse/Dialect/Linfuse/Transforms/WeightConstants.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -23,10 +24,7 @@ Value MatmulInfo::finalResult() const {
   return biasAdd ? biasAdd->result() : op->getResult(0);
 }
 int64_t MatmulInfo::weightBytes() const {
-  auto type = cast<ShapedType>(weight.getType());
-  return type.getNumElements() *
-         static_cast<int64_t>(
-             llvm::divideCeil(type.getElementTypeBitWidth(), 8));
+  return getByteSize(cast<ShapedType>(weight.getType()));
 }
 
 /// Builds `(d0, ..., d{n-1}) -> (d{dims[0]}, d{dims[1]}, ...)`.
@@ -108,13 +106,13 @@ std::optional<MatmulInfo> mlir::linfuse::matchMatmul(Operation *op) {
   info.weight = info.rhs;
   info.layout = rhsLayout;
   if (auto transpose = info.rhs.getDefiningOp<linalg::TransposeOp>()) {
-    SmallVector<int64_t> swapLast =
-        info.batched ? SmallVector<int64_t>{0, 2, 1} : SmallVector<int64_t>{1, 0};
+    SmallVector<int64_t> swapLast = info.batched ? SmallVector<int64_t>{0, 2, 1}
+                                                 : SmallVector<int64_t>{1, 0};
     if (transpose.getPermutation() == ArrayRef<int64_t>(swapLast) &&
         transpose.hasPureTensorSemantics()) {
       info.weight = transpose.getInput();
-      info.layout = rhsLayout == WeightLayout::KN ? WeightLayout::NK
-                                                   : WeightLayout::KN;
+      info.layout =
+          rhsLayout == WeightLayout::KN ? WeightLayout::NK : WeightLayout::KN;
       info.weightTranspose = transpose;
     }
   }
@@ -123,8 +121,10 @@ std::optional<MatmulInfo> mlir::linfuse::matchMatmul(Operation *op) {
   if (!weightType.hasStaticShape())
     return std::nullopt;
   unsigned wb = info.batched ? 1 : 0;
-  info.k = weightType.getDimSize(wb + (info.layout == WeightLayout::KN ? 0 : 1));
-  info.n = weightType.getDimSize(wb + (info.layout == WeightLayout::KN ? 1 : 0));
+  info.k =
+      weightType.getDimSize(wb + (info.layout == WeightLayout::KN ? 0 : 1));
+  info.n =
+      weightType.getDimSize(wb + (info.layout == WeightLayout::KN ? 1 : 0));
   info.batch = info.batched ? weightType.getDimSize(0) : 1;
   if (resType.getDimSize(resType.getRank() - 1) != info.n)
     return std::nullopt;
@@ -138,8 +138,8 @@ std::optional<MatmulInfo> mlir::linfuse::matchMatmul(Operation *op) {
     return std::nullopt;
 
   if (op->getResult(0).hasOneUse())
-    info.biasAdd = matchBiasAdd(*op->getResult(0).getUsers().begin(),
-                                op->getResult(0));
+    info.biasAdd =
+        matchBiasAdd(*op->getResult(0).getUsers().begin(), op->getResult(0));
   return info;
 }
 
@@ -182,7 +182,8 @@ std::optional<BiasAdd> mlir::linfuse::matchBiasAdd(Operation *user,
       return std::nullopt;
     Value other = in0 == matmulResult ? in1 : in0;
     auto broadcast = other.getDefiningOp<linalg::BroadcastOp>();
-    SmallVector<int64_t> leading = llvm::to_vector(llvm::seq<int64_t>(0, rank - 1));
+    SmallVector<int64_t> leading =
+        llvm::to_vector(llvm::seq<int64_t>(0, rank - 1));
     if (!broadcast || broadcast.getDimensions() != ArrayRef<int64_t>(leading) ||
         !isBiasVector(broadcast.getInput()))
       return std::nullopt;

@@ -15,6 +15,7 @@
 #include "linfuse/Dialect/Linfuse/Transforms/PassStatistics.h"
 #include "linfuse/Dialect/Linfuse/Transforms/Passes.h"
 #include "linfuse/Dialect/Linfuse/Transforms/Remarks.h"
+#include "linfuse/Dialect/Linfuse/Transforms/WeightConstants.h"
 
 #include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -86,8 +87,8 @@ static Value replacedValue(const MatmulInfo &member, MergeKind kind) {
 
 /// Operands the merged computation needs from `member`, besides the shared
 /// one. The accumulator is only needed when accumulators are concatenated.
-static SmallVector<Value> neededValues(const MatmulInfo &member,
-                                       MergeKind kind, bool concatInits) {
+static SmallVector<Value> neededValues(const MatmulInfo &member, MergeKind kind,
+                                       bool concatInits) {
   SmallVector<Value> values;
   values.push_back(member.lhs);
   values.push_back(kind == MergeKind::SharedLhs ? member.weight : member.rhs);
@@ -119,8 +120,8 @@ static bool dependsOn(ArrayRef<Operation *> from, ArrayRef<Operation *> to,
 }
 
 /// True when every user of `member`'s result comes after `anchor`.
-static bool usersFollow(Block &block, const MatmulInfo &member,
-                        MergeKind kind, Operation *anchor) {
+static bool usersFollow(Block &block, const MatmulInfo &member, MergeKind kind,
+                        Operation *anchor) {
   if (!anchor)
     return true;
   for (Operation *user : replacedValue(member, kind).getUsers()) {
@@ -150,13 +151,14 @@ public:
         if (tryAdd(group, candidate))
           taken[index] = true;
       }
-      if (group.members.size() >= options.minGroupSize)
+      bool kept = group.members.size() >= options.minGroupSize;
+      if (kept)
         groups.push_back(group);
-      // Whatever was not taken may still form a group of its own; the first
-      // candidate is dropped either way so the loop terminates.
+      // What the group did not keep may still form one without the head
+      // (the head is dropped either way, so the loop terminates).
       SmallVector<MatmulInfo> rest;
       for (auto [index, candidate] : llvm::enumerate(remaining))
-        if (!taken[index] && index != 0)
+        if (index != 0 && !(kept && taken[index]))
           rest.push_back(candidate);
       remaining = std::move(rest);
     }
@@ -169,9 +171,7 @@ private:
     auto lhsType = cast<ShapedType>(member.lhs.getType());
     if (!lhsType.hasStaticShape())
       return 0; // Unknown until run time; the cap cannot apply.
-    return lhsType.getNumElements() *
-           static_cast<int64_t>(
-               llvm::divideCeil(lhsType.getElementTypeBitWidth(), 8));
+    return getByteSize(lhsType);
   }
 
   /// The scalar to fill the merged accumulator with, if all accumulators of
@@ -206,8 +206,8 @@ private:
         llvm::append_range(groupOps, memberOps(member, kind));
       if (dependsOn(candOps, groupOps, horizon) ||
           dependsOn(groupOps, candOps, horizon)) {
-        LLVM_DEBUG(llvm::dbgs() << "skip (dependency): " << *candidate.op
-                                << "\n");
+        LLVM_DEBUG(llvm::dbgs()
+                   << "skip (dependency): " << *candidate.op << "\n");
         return false;
       }
     }
@@ -253,8 +253,7 @@ static bool sameLhsKey(const MatmulInfo &a, const MatmulInfo &b) {
 /// Members of one shared-RHS group agree on all of this.
 static bool sameRhsKey(const MatmulInfo &a, const MatmulInfo &b) {
   return a.rhs == b.rhs && !a.batched && !b.batched && !a.lhsTransposed &&
-         !b.lhsTransposed &&
-         a.maps == b.maps &&
+         !b.lhsTransposed && a.maps == b.maps &&
          a.lhsElementType() == b.lhsElementType() &&
          a.resultElementType() == b.resultElementType();
 }
@@ -264,8 +263,8 @@ static bool sameRhsKey(const MatmulInfo &a, const MatmulInfo &b) {
 /// the shared operand so the work stays linear in the number of matmuls.
 template <typename KeyFn>
 static SmallVector<SmallVector<MatmulInfo>>
-bucketBy(ArrayRef<MatmulInfo> candidates, Value (*sharedOperand)(const MatmulInfo &),
-         KeyFn sameKey) {
+bucketBy(ArrayRef<MatmulInfo> candidates,
+         Value (*sharedOperand)(const MatmulInfo &), KeyFn sameKey) {
   SmallVector<SmallVector<MatmulInfo>> buckets;
   DenseMap<Value, SmallVector<unsigned, 2>> bucketsByOperand;
   for (const MatmulInfo &c : candidates) {
@@ -353,7 +352,6 @@ static AffineMap loopsMap(MLIRContext *ctx, bool batched,
   return AffineMap::get(numDims, 0, exprs, ctx);
 }
 
-
 /// The merged accumulator: one fill, or the members' accumulators
 /// concatenated along `dim`.
 static Value mergedInit(OpBuilder &b, Location loc, const MergeGroup &group,
@@ -366,7 +364,6 @@ static Value mergedInit(OpBuilder &b, Location loc, const MergeGroup &group,
   return concatOrSelf(b, loc, dim, inits);
 }
 
-
 /// Creates a matmul of the same kind as `like` with explicit maps.
 static linalg::LinalgOp createMatmul(OpBuilder &b, Location loc,
                                      const MatmulInfo &like,
@@ -378,8 +375,8 @@ static linalg::LinalgOp createMatmul(OpBuilder &b, Location loc,
     op = linalg::BatchMatmulOp::create(b, loc, TypeRange{type},
                                        ValueRange{lhs, rhs}, ValueRange{init});
   else
-    op = linalg::MatmulOp::create(b, loc, TypeRange{type},
-                                  ValueRange{lhs, rhs}, ValueRange{init});
+    op = linalg::MatmulOp::create(b, loc, TypeRange{type}, ValueRange{lhs, rhs},
+                                  ValueRange{init});
   op->setAttr("indexing_maps",
               b.getAffineMapArrayAttr(SmallVector<AffineMap>(maps)));
   return cast<linalg::LinalgOp>(op);
@@ -396,9 +393,8 @@ static void replaceMembers(RewriterBase &rewriter, const MergeGroup &group,
   }
 }
 
-static FailureOr<linalg::LinalgOp> mergeSharedLhs(RewriterBase &rewriter,
-                                                  const MergeGroup &group,
-                                                  Location loc) {
+static FailureOr<linalg::LinalgOp>
+mergeSharedLhs(RewriterBase &rewriter, const MergeGroup &group, Location loc) {
   const MatmulInfo &first = group.members.front();
   MLIRContext *ctx = rewriter.getContext();
   bool batched = first.batched;
@@ -408,8 +404,8 @@ static FailureOr<linalg::LinalgOp> mergeSharedLhs(RewriterBase &rewriter,
   unsigned numNK = llvm::count_if(group.members, [](const MatmulInfo &m) {
     return m.layout == WeightLayout::NK;
   });
-  WeightLayout layout = 2 * numNK >= group.members.size() ? WeightLayout::NK
-                                                          : WeightLayout::KN;
+  WeightLayout layout =
+      2 * numNK >= group.members.size() ? WeightLayout::NK : WeightLayout::KN;
   SmallVector<Value> weights;
   int64_t totalN = 0;
   for (const MatmulInfo &m : group.members) {
@@ -427,12 +423,13 @@ static FailureOr<linalg::LinalgOp> mergeSharedLhs(RewriterBase &rewriter,
   auto type = RankedTensorType::get(shape, firstType.getElementType());
   SmallVector<Value> dynSizes =
       dynamicSizesFromLhs(rewriter, loc, first.lhs, first.lhsMap, type);
-  Value init = mergedInit(rewriter, loc, group, type, dynSizes,
-                          type.getRank() - 1);
+  Value init =
+      mergedInit(rewriter, loc, group, type, dynSizes, type.getRank() - 1);
 
   // Loop dims: m = 0, n = 1, k = 2 (after the batch dim when batched).
-  AffineMap rhsMap = layout == WeightLayout::NK ? loopsMap(ctx, batched, {1, 2})
-                                                : loopsMap(ctx, batched, {2, 1});
+  AffineMap rhsMap = layout == WeightLayout::NK
+                         ? loopsMap(ctx, batched, {1, 2})
+                         : loopsMap(ctx, batched, {2, 1});
   linalg::LinalgOp merged =
       createMatmul(rewriter, loc, first, type, first.lhs, weight, init,
                    {first.lhsMap, rhsMap, loopsMap(ctx, batched, {0, 1})});
@@ -442,7 +439,7 @@ static FailureOr<linalg::LinalgOp> mergeSharedLhs(RewriterBase &rewriter,
     SmallVector<Value> biases = llvm::map_to_vector(
         group.members, [](const MatmulInfo &m) { return m.biasAdd->bias; });
     result = buildBiasAdd(rewriter, loc, result,
-                     concatOrSelf(rewriter, loc, 0, biases), dynSizes);
+                          concatOrSelf(rewriter, loc, 0, biases), dynSizes);
   }
 
   // Slices along N: offsets are static, leading sizes may be dynamic.
@@ -451,10 +448,10 @@ static FailureOr<linalg::LinalgOp> mergeSharedLhs(RewriterBase &rewriter,
   int64_t rank = type.getRank();
   SmallVector<OpFoldResult> leadingSizes;
   for (int64_t i = 0, dyn = 0; i < rank; ++i)
-    leadingSizes.push_back(type.isDynamicDim(i)
-                               ? OpFoldResult(dynSizes[dyn++])
-                               : OpFoldResult(rewriter.getIndexAttr(
-                                     type.getDimSize(i))));
+    leadingSizes.push_back(
+        type.isDynamicDim(i)
+            ? OpFoldResult(dynSizes[dyn++])
+            : OpFoldResult(rewriter.getIndexAttr(type.getDimSize(i))));
   for (const MatmulInfo &m : group.members) {
     SmallVector<OpFoldResult> offsets(rank, rewriter.getIndexAttr(0));
     SmallVector<OpFoldResult> sizes(leadingSizes);
@@ -470,9 +467,8 @@ static FailureOr<linalg::LinalgOp> mergeSharedLhs(RewriterBase &rewriter,
   return merged;
 }
 
-static FailureOr<linalg::LinalgOp> mergeSharedRhs(RewriterBase &rewriter,
-                                                  const MergeGroup &group,
-                                                  Location loc) {
+static FailureOr<linalg::LinalgOp>
+mergeSharedRhs(RewriterBase &rewriter, const MergeGroup &group, Location loc) {
   const MatmulInfo &first = group.members.front();
   SmallVector<Value> lhss = llvm::map_to_vector(
       group.members, [](const MatmulInfo &m) { return m.lhs; });
@@ -486,9 +482,8 @@ static FailureOr<linalg::LinalgOp> mergeSharedRhs(RewriterBase &rewriter,
   if (ShapedType::isDynamic(totalM))
     dynSizes.push_back(tensor::DimOp::create(rewriter, loc, lhs, 0));
   Value init = mergedInit(rewriter, loc, group, type, dynSizes, 0);
-  linalg::LinalgOp merged =
-      createMatmul(rewriter, loc, first, type, lhs, first.rhs, init,
-                   first.maps);
+  linalg::LinalgOp merged = createMatmul(rewriter, loc, first, type, lhs,
+                                         first.rhs, init, first.maps);
 
   // Slices along M; offsets are sums of (possibly dynamic) row counts.
   SmallVector<Value> slices;
@@ -524,8 +519,8 @@ static FailureOr<linalg::LinalgOp> mergeSharedRhs(RewriterBase &rewriter,
   return merged;
 }
 
-FailureOr<linalg::LinalgOp>
-mlir::linfuse::mergeGroup(RewriterBase &rewriter, const MergeGroup &group) {
+FailureOr<linalg::LinalgOp> mlir::linfuse::mergeGroup(RewriterBase &rewriter,
+                                                      const MergeGroup &group) {
   if (group.members.size() < 2)
     return failure();
   Block *block = group.members.front().op->getBlock();
@@ -618,8 +613,9 @@ LogicalResult mlir::linfuse::mergeParallelMatmuls(RewriterBase &rewriter,
     DenseSet<const void *> roundReads, roundWrites;
     unsigned merged = 0;
     for (auto [group, fp] : llvm::zip_equal(groups, footprints)) {
-      if (llvm::any_of(fp.reads,
-                       [&](const void *p) { return roundWrites.contains(p); }) ||
+      if (llvm::any_of(
+              fp.reads,
+              [&](const void *p) { return roundWrites.contains(p); }) ||
           llvm::any_of(fp.writes,
                        [&](const void *p) { return roundReads.contains(p); }))
         continue;
@@ -670,8 +666,7 @@ struct MergeParallelMatmulsPass
       }
       void notifyGroupMerged(linalg::LinalgOp merged) override {
         auto type = cast<ShapedType>(merged->getResult(0).getType());
-        emitOptimizationRemark(merged, remark +
-                                           describeShape(type.getShape()) +
+        emitOptimizationRemark(merged, remark + describeShape(type.getShape()) +
                                            " GEMM");
       }
       MergeParallelMatmulsPass &pass;

@@ -31,8 +31,9 @@ static std::optional<int64_t> elementBytes(Type elementType) {
 /// from int64 overflow, and nobody packs a terabyte at compile time.
 static constexpr int64_t kMaxElements = int64_t(1) << 40;
 
-static int64_t byteSize(ShapedType type) {
-  return type.getNumElements() * *elementBytes(type.getElementType());
+int64_t mlir::linfuse::getByteSize(ShapedType type) {
+  return type.getNumElements() * static_cast<int64_t>(llvm::divideCeil(
+                                     type.getElementTypeBitWidth(), 8));
 }
 
 FailureOr<ConstantBytes> mlir::linfuse::getConstantBytes(ElementsAttr attr) {
@@ -81,7 +82,7 @@ LogicalResult mlir::linfuse::concatConstantBytes(ArrayRef<ElementsAttr> parts,
   std::optional<int64_t> eltBytes = elementBytes(resultType.getElementType());
   if (!eltBytes || !resultType.hasStaticShape() || parts.empty() ||
       resultType.getNumElements() > kMaxElements ||
-      static_cast<int64_t>(out.size()) != byteSize(resultType))
+      static_cast<int64_t>(out.size()) != getByteSize(resultType))
     return failure();
   ArrayRef<int64_t> shape = resultType.getShape();
   // Rows before `dim` are interleaved; each part contributes one contiguous
@@ -199,7 +200,7 @@ ElementsAttr mlir::linfuse::makeConstant(
   if (!elementBytes(type.getElementType()) || !type.hasStaticShape() ||
       type.getNumElements() > kMaxElements)
     return {};
-  int64_t size = byteSize(type);
+  int64_t size = getByteSize(type);
   if (size >= resourceThreshold) {
     // The blob is written in place: no intermediate buffer.
     AsmResourceBlob blob = allocateBlob(size);

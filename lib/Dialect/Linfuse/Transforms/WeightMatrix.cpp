@@ -5,6 +5,7 @@
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Matchers.h"
 #include "llvm/ADT/APFloat.h"
 
@@ -73,8 +74,8 @@ static double decode(FloatType type, const char *bytes) {
   std::memcpy(&raw, bytes, width / 8);
   llvm::APFloat value(type.getFloatSemantics(), llvm::APInt(width, raw));
   bool lost;
-  value.convert(llvm::APFloat::IEEEdouble(),
-                llvm::APFloat::rmNearestTiesToEven, &lost);
+  value.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven,
+                &lost);
   return value.convertToDouble();
 }
 
@@ -97,24 +98,48 @@ static void encode(FloatType type, double value, char *bytes) {
   std::memcpy(bytes, &raw, type.getWidth() / 8);
 }
 
-FailureOr<Matrix> mlir::linfuse::readConstantMatrix(Value value) {
-  // Look through a transpose of a constant (torch-mlir weights).
-  SmallVector<int64_t> perm;
+namespace {
+/// A constant rank-1/2 float tensor, possibly behind a [1, 0] transpose.
+struct ConstantMatrixRef {
+  ElementsAttr attr;
+  bool transposed = false;
+};
+} // namespace
+
+/// Recognizes what readConstantMatrix can read, without touching the data.
+static std::optional<ConstantMatrixRef> matchConstantMatrix(Value value) {
+  ConstantMatrixRef ref;
   if (auto t = value.getDefiningOp<linalg::TransposeOp>()) {
-    if (!t.hasPureTensorSemantics())
-      return failure();
-    perm.assign(t.getPermutation().begin(), t.getPermutation().end());
+    if (!t.hasPureTensorSemantics() ||
+        t.getPermutation() != ArrayRef<int64_t>{1, 0})
+      return std::nullopt;
+    ref.transposed = true;
     value = t.getInput();
   }
-  ElementsAttr attr;
-  if (!matchPattern(value, m_Constant(&attr)))
-    return failure();
-  auto type = dyn_cast<RankedTensorType>(attr.getType());
+  if (!matchPattern(value, m_Constant(&ref.attr)))
+    return std::nullopt;
+  auto type = dyn_cast<RankedTensorType>(ref.attr.getType());
   auto eltType = type ? dyn_cast<FloatType>(type.getElementType()) : nullptr;
   if (!eltType || type.getRank() < 1 || type.getRank() > 2 ||
       eltType.getWidth() % 8 != 0)
+    return std::nullopt;
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(ref.attr))
+    if (!resource.getRawHandle().getBlob())
+      return std::nullopt;
+  return ref;
+}
+
+bool mlir::linfuse::isConstantMatrix(Value value) {
+  return matchConstantMatrix(value).has_value();
+}
+
+FailureOr<Matrix> mlir::linfuse::readConstantMatrix(Value value) {
+  std::optional<ConstantMatrixRef> ref = matchConstantMatrix(value);
+  if (!ref)
     return failure();
-  FailureOr<ConstantBytes> bytes = getConstantBytes(attr);
+  auto type = cast<RankedTensorType>(ref->attr.getType());
+  auto eltType = cast<FloatType>(type.getElementType());
+  FailureOr<ConstantBytes> bytes = getConstantBytes(ref->attr);
   if (failed(bytes))
     return failure();
   int64_t rows = type.getRank() == 2 ? type.getDimSize(0) : 1;
@@ -123,12 +148,15 @@ FailureOr<Matrix> mlir::linfuse::readConstantMatrix(Value value) {
   size_t width = eltType.getWidth() / 8;
   for (size_t i = 0; i < m.data.size(); ++i)
     m.data[i] = decode(eltType, bytes->data.data() + i * width);
-  if (!perm.empty()) {
-    if (perm != SmallVector<int64_t>{1, 0})
-      return failure();
-    m = transpose(m);
+  return ref->transposed ? transpose(m) : m;
+}
+
+void mlir::linfuse::scaleRows(Matrix &m, const Matrix &factor) {
+  for (int64_t k = 0; k < m.rows; ++k) {
+    double g = factor.cols == 1 ? factor.at(0, 0) : factor.at(0, k);
+    for (int64_t j = 0; j < m.cols; ++j)
+      m.at(k, j) *= g;
   }
-  return m;
 }
 
 std::optional<double> mlir::linfuse::readConstantScalar(Value value) {
@@ -150,10 +178,9 @@ ElementsAttr mlir::linfuse::writeConstantMatrix(const Matrix &m,
   if (!eltType || type.getNumElements() != static_cast<int64_t>(m.data.size()))
     return {};
   size_t width = eltType.getWidth() / 8;
-  return makeConstant(type, resourceThreshold,
-                      [&](MutableArrayRef<char> out) {
-                        for (size_t i = 0; i < m.data.size(); ++i)
-                          encode(eltType, m.data[i], out.data() + i * width);
-                        return success();
-                      });
+  return makeConstant(type, resourceThreshold, [&](MutableArrayRef<char> out) {
+    for (size_t i = 0; i < m.data.size(); ++i)
+      encode(eltType, m.data[i], out.data() + i * width);
+    return success();
+  });
 }

@@ -24,8 +24,7 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
   mlir::PassManager pm(&ctx, mlir::ModuleOp::getOperationName());
-  if (mlir::failed(mlir::parsePassPipeline("linfuse-optimize",
-                                           pm)) ||
+  if (mlir::failed(mlir::parsePassPipeline("linfuse-optimize", pm)) ||
       mlir::failed(pm.run(*module)))
     return 1;
   module->print(llvm::outs());

@@ -1,4 +1,5 @@
-//===- LinfuseDialect.h - linfuse dialect -------------------------*- C++ -*-===//
+//===- LinfuseDialect.h - linfuse dialect -------------------------*- C++
+//-*-===//
 
 #ifndef LINFUSE_DIALECT_LINFUSE_IR_LINFUSEDIALECT_H
 #define LINFUSE_DIALECT_LINFUSE_IR_LINFUSEDIALECT_H

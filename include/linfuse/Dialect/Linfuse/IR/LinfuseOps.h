@@ -1,4 +1,5 @@
-//===- LinfuseOps.h - linfuse operations and attributes -----------*- C++ -*-===//
+//===- LinfuseOps.h - linfuse operations and attributes -----------*- C++
+//-*-===//
 
 #ifndef LINFUSE_DIALECT_LINFUSE_IR_LINFUSEOPS_H
 #define LINFUSE_DIALECT_LINFUSE_IR_LINFUSEOPS_H

@@ -1,4 +1,5 @@
-//===- BufferizableOpInterfaceImpl.h - linfuse bufferization ------*- C++ -*-===//
+//===- BufferizableOpInterfaceImpl.h - linfuse bufferization ------*- C++
+//-*-===//
 
 #ifndef LINFUSE_DIALECT_LINFUSE_TRANSFORMS_BUFFERIZABLEOPINTERFACEIMPL_H
 #define LINFUSE_DIALECT_LINFUSE_TRANSFORMS_BUFFERIZABLEOPINTERFACEIMPL_H

@@ -1,4 +1,5 @@
-//===- MatmulBuilders.h - IR building blocks of linfuse's rewrites -*- C++ -*-===//
+//===- MatmulBuilders.h - IR building blocks of linfuse's rewrites -*- C++
+//-*-===//
 
 #ifndef LINFUSE_DIALECT_LINFUSE_TRANSFORMS_MATMULBUILDERS_H
 #define LINFUSE_DIALECT_LINFUSE_TRANSFORMS_MATMULBUILDERS_H

@@ -1,4 +1,5 @@
-//===- MatmulMatchers.h - recognize matmuls and what feeds them ---*- C++ -*-===//
+//===- MatmulMatchers.h - recognize matmuls and what feeds them ---*- C++
+//-*-===//
 //
 // Analysis shared by linfuse's graph rewrites: which linalg ops are plain
 // matmuls, in which layout their weight is stored (looking through a

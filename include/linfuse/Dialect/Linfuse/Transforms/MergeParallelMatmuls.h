@@ -1,4 +1,5 @@
-//===- MergeParallelMatmuls.h - horizontal matmul merging ---------*- C++ -*-===//
+//===- MergeParallelMatmuls.h - horizontal matmul merging ---------*- C++
+//-*-===//
 //
 // The analysis (which matmuls may be merged, and where the merged op goes)
 // and the rewrite (one matmul over concatenated operands plus slices), as a

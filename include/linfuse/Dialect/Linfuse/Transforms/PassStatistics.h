@@ -1,4 +1,5 @@
-//===- PassStatistics.h - statistics that count in release builds -*- C++ -*-===//
+//===- PassStatistics.h - statistics that count in release builds -*- C++
+//-*-===//
 //
 // mlir::Pass::Statistic derives from llvm::Statistic, which is a no-op when
 // LLVM is built with NDEBUG and without LLVM_FORCE_ENABLE_STATS -- as

@@ -1,4 +1,5 @@
-//===- Passes.h - linfuse transformation passes -------------------*- C++ -*-===//
+//===- Passes.h - linfuse transformation passes -------------------*- C++
+//-*-===//
 
 #ifndef LINFUSE_DIALECT_LINFUSE_TRANSFORMS_PASSES_H
 #define LINFUSE_DIALECT_LINFUSE_TRANSFORMS_PASSES_H

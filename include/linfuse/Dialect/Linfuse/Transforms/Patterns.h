@@ -1,4 +1,5 @@
-//===- Patterns.h - linfuse rewrite pattern sets ------------------*- C++ -*-===//
+//===- Patterns.h - linfuse rewrite pattern sets ------------------*- C++
+//-*-===//
 
 #ifndef LINFUSE_DIALECT_LINFUSE_TRANSFORMS_PATTERNS_H
 #define LINFUSE_DIALECT_LINFUSE_TRANSFORMS_PATTERNS_H

@@ -1,4 +1,5 @@
-//===- Remarks.h - linfuse optimization remarks -------------------*- C++ -*-===//
+//===- Remarks.h - linfuse optimization remarks -------------------*- C++
+//-*-===//
 
 #ifndef LINFUSE_DIALECT_LINFUSE_TRANSFORMS_REMARKS_H
 #define LINFUSE_DIALECT_LINFUSE_TRANSFORMS_REMARKS_H

@@ -1,4 +1,5 @@
-//===- WeightConstants.h - compile-time weight data movement ------*- C++ -*-===//
+//===- WeightConstants.h - compile-time weight data movement ------*- C++
+//-*-===//
 //
 // Concatenation and transposition of constant tensors through their raw
 // buffers: one memcpy per contiguous run, never an attribute iteration per
@@ -17,6 +18,9 @@
 
 namespace mlir {
 namespace linfuse {
+
+/// Bytes of a static-shaped tensor of `type` (elements rounded up to bytes).
+int64_t getByteSize(ShapedType type);
 
 /// The row-major bytes of a constant tensor: a view of the attribute's own
 /// storage, or (for splats) an expanded copy held in `storage`.
@@ -44,9 +48,10 @@ LogicalResult transposeConstantBytes(ElementsAttr input,
 /// Allocates the storage of a constant of `type`, lets `fill` write its
 /// bytes, and returns it as `dense<...>` below `resourceThreshold` bytes or a
 /// `dense_resource` blob at or above it. Null when `fill` fails.
-ElementsAttr makeConstant(RankedTensorType type, int64_t resourceThreshold,
-                          function_ref<LogicalResult(MutableArrayRef<char>)> fill,
-                          StringRef resourceName = "linfuse_weight");
+ElementsAttr
+makeConstant(RankedTensorType type, int64_t resourceThreshold,
+             function_ref<LogicalResult(MutableArrayRef<char>)> fill,
+             StringRef resourceName = "linfuse_weight");
 
 } // namespace linfuse
 } // namespace mlir

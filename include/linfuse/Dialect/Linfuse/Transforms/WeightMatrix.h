@@ -1,4 +1,5 @@
-//===- WeightMatrix.h - constant weights as f64 matrices ----------*- C++ -*-===//
+//===- WeightMatrix.h - constant weights as f64 matrices ----------*- C++
+//-*-===//
 //
 // Folding matmul chains pre-multiplies constant weights at compile time. The
 // products accumulate in f64 whatever the weights' type (f32, f16, bf16) and
@@ -41,6 +42,13 @@ Matrix transpose(const Matrix &m);
 /// `linalg.transpose` of a constant) as a matrix (rank 1 -> 1 x n). Fails for
 /// non-constants and non-float element types.
 FailureOr<Matrix> readConstantMatrix(Value value);
+
+/// True when readConstantMatrix(value) would succeed; reads no data.
+bool isConstantMatrix(Value value);
+
+/// Multiplies row k of `m` by `factor[k]` (a 1 x rows vector) or by the
+/// scalar `factor` (1 x 1): `diag(g) · m`.
+void scaleRows(Matrix &m, const Matrix &factor);
 
 /// The scalar of a splat float constant (a `f32` constant or a splat tensor).
 std::optional<double> readConstantScalar(Value value);
