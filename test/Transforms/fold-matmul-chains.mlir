@@ -365,7 +365,7 @@ func.func @nonlinear_between(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // weight-packing step is where such products belong); a remark says why.
 // CHECK-LABEL: func.func @runtime_weights
 // CHECK-COUNT-2: linalg.matmul
-// REMARK: remark: chain of matmuls not folded: weight %arg1 is not a constant
+// REMARK: remark: chain of matmuls not folded: weight %arg1 is neither a constant nor a linfuse.weight argument
 func.func @runtime_weights(%x: tensor<4x8xf32>, %a: tensor<8x8xf32>, %b: tensor<8x8xf32>) -> tensor<4x8xf32> {
   %zero = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<4x8xf32>

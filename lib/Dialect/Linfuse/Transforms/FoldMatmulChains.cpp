@@ -7,6 +7,12 @@
 // run-time FLOPs drop; sums of linear branches of one input (LoRA) become one
 // matmul; constant input scales (norm gamma) move into the weights.
 //
+// The weight algebra is written once, over two algebras: constants are
+// multiplied now, in f64 (ConstantAlgebra); run-time `linfuse.weight`
+// arguments get the products emitted as IR in f32 (IRAlgebra), which
+// `--linfuse-lift-weight-packing` then moves into the one-time packing
+// function. Either way the folded weight is rounded once.
+//
 //===----------------------------------------------------------------------===//
 
 #include "linfuse/Dialect/Linfuse/Transforms/MatmulBuilders.h"
@@ -16,6 +22,8 @@
 #include "linfuse/Dialect/Linfuse/Transforms/Patterns.h"
 #include "linfuse/Dialect/Linfuse/Transforms/Remarks.h"
 #include "linfuse/Dialect/Linfuse/Transforms/WeightMatrix.h"
+#include "linfuse/Dialect/Linfuse/Transforms/WeightProducts.h"
+#include "linfuse/Dialect/Linfuse/Transforms/WeightValues.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -25,6 +33,7 @@
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include <memory>
+#include <variant>
 
 namespace mlir {
 namespace linfuse {
@@ -50,13 +59,15 @@ using CountersPtr = std::shared_ptr<FoldCounters>;
 // Recognizing linear steps
 //===----------------------------------------------------------------------===//
 
-/// A rank-2 matmul with a constant weight and zero accumulator, plus its
-/// constant bias-add if any: `out = in · W (+ b)`. Matching only checks that
-/// the data is constant; it is decoded (per element, into f64) by readWeight
-/// and readBias once a rewrite has been decided, not on every match.
+/// A rank-2 matmul with a load-time weight (constant, or computed from
+/// `linfuse.weight` arguments) and zero accumulator, plus its load-time
+/// bias-add if any: `out = in · W (+ b)`. Matching only checks where the data
+/// comes from; constants are decoded (into f64) once a rewrite is decided.
 struct LinearStep {
   MatmulInfo mm;
   bool rhsIsNK = false; // Layout of the weight as the matmul reads it.
+  /// Weight and bias are constants that can be read now.
+  bool constant = true;
 
   /// A `tensor.expand_shape` + `tensor.collapse_shape` pair that restores
   /// `output`'s shape before the next step reads it (leading batch dims split
@@ -66,22 +77,6 @@ struct LinearStep {
   Value input() const { return mm.lhs; }
   Value output() const { return mm.finalResult(); }
   int64_t flopsPerRow() const { return 2 * mm.k * mm.n; }
-  /// W as [K, N].
-  FailureOr<Matrix> readWeight() const {
-    FailureOr<Matrix> rhs = readConstantMatrix(mm.rhs);
-    if (failed(rhs) || !rhsIsNK)
-      return rhs;
-    return transpose(*rhs);
-  }
-  /// b as 1 x N, when there is a bias-add.
-  FailureOr<std::optional<Matrix>> readBias() const {
-    if (!mm.biasAdd)
-      return std::optional<Matrix>();
-    FailureOr<Matrix> bias = readConstantMatrix(mm.biasAdd->bias);
-    if (failed(bias))
-      return failure();
-    return std::optional<Matrix>(std::move(*bias));
-  }
   /// Ops computing `output` (and its reshapes) from `input`, last first.
   SmallVector<Operation *, 4> opsLastFirst() const {
     SmallVector<Operation *, 4> ops(reshapes.begin(), reshapes.end());
@@ -110,8 +105,15 @@ std::optional<LinearStep> matchLinearStep(Operation *op) {
   // transpose of the weight; readConstantMatrix looks through it again).
   step.rhsIsNK =
       (mm->layout == WeightLayout::NK) != (mm->weightTranspose != nullptr);
-  if (!isConstantMatrix(mm->rhs) ||
-      (mm->biasAdd && !isConstantMatrix(mm->biasAdd->bias)))
+  step.constant = isConstantMatrix(mm->rhs) &&
+                  (!mm->biasAdd || isConstantMatrix(mm->biasAdd->bias));
+  if (!step.constant &&
+      (!isLoadTimeValue(mm->rhs) ||
+       (mm->biasAdd && !isLoadTimeValue(mm->biasAdd->bias))))
+    return std::nullopt;
+  // A matmul of weights only is load-time work (the products this pass emits
+  // for run-time weights among them), not a step of a run-time chain.
+  if (isLoadTimeValue(mm->lhs))
     return std::nullopt;
   return step;
 }
@@ -188,12 +190,15 @@ bool sameTypes(const LinearStep &a, const LinearStep &b) {
          a.mm.lhsElementType() == a.mm.resultElementType();
 }
 
-/// `x * s` for a constant scalar `s`, or `x * g` with a constant vector `g`
-/// broadcast along the last dim. Returns {x, g (1 x K) or scale (1 x 1)}.
+/// `x * s` for a constant scalar `s`, or `x * g` with a load-time vector `g`
+/// of length K broadcast along the rows.
 struct Scale {
   Operation *op;
   Value input;
-  Matrix factor; // 1 x 1 (scalar) or 1 x K
+  std::optional<double> scalar;
+  Value vector; // Rank 1, when not a scalar.
+
+  bool isConstant() const { return scalar || isConstantMatrix(vector); }
 };
 
 std::optional<Scale> matchScale(Operation *op) {
@@ -203,16 +208,13 @@ std::optional<Scale> matchScale(Operation *op) {
   if (!type || type.getRank() != 2)
     return std::nullopt;
   int64_t k = type.getDimSize(1);
-  auto asFactor = [&](Value v) -> std::optional<Matrix> {
-    if (std::optional<double> s = readConstantScalar(v)) {
-      Matrix m(1, 1);
-      m.at(0, 0) = *s;
-      return m;
-    }
-    FailureOr<Matrix> g = readConstantMatrix(v);
-    if (succeeded(g) && g->rows == 1 && g->cols == k &&
-        cast<ShapedType>(v.getType()).getRank() == 1)
-      return *g;
+  auto asScale = [&](Value x, Value v) -> std::optional<Scale> {
+    if (std::optional<double> s = readConstantScalar(v))
+      return Scale{op, x, s, Value()};
+    auto vType = dyn_cast<RankedTensorType>(v.getType());
+    if (vType && vType.getRank() == 1 && vType.getDimSize(0) == k &&
+        isa<FloatType>(vType.getElementType()) && isLoadTimeValue(v))
+      return Scale{op, x, std::nullopt, v};
     return std::nullopt;
   };
 
@@ -225,8 +227,8 @@ std::optional<Scale> matchScale(Operation *op) {
       if (auto b = other.getDefiningOp<linalg::BroadcastOp>())
         if (b.getDimensions() == ArrayRef<int64_t>{0})
           other = b.getInput();
-      if (std::optional<Matrix> f = asFactor(other))
-        return Scale{op, x, *f};
+      if (std::optional<Scale> scale = asScale(x, other))
+        return scale;
     }
     return std::nullopt;
   }
@@ -262,9 +264,7 @@ std::optional<Scale> matchScale(Operation *op) {
     if (std::optional<double> s = readConstantScalar(other)) {
       if (generic.getNumDpsInputs() != 1)
         continue;
-      Matrix m(1, 1);
-      m.at(0, 0) = *s;
-      return Scale{op, xOperand->get(), m};
+      return Scale{op, xOperand->get(), s, Value()};
     }
     auto otherArg = dyn_cast<BlockArgument>(other);
     if (!otherArg || otherArg.getOwner() != &body ||
@@ -274,31 +274,139 @@ std::optional<Scale> matchScale(Operation *op) {
     OpOperand *gOperand = generic.getDpsInputOperand(otherArg.getArgNumber());
     if (generic.getMatchingIndexingMap(gOperand) != row)
       continue;
-    if (std::optional<Matrix> f = asFactor(gOperand->get()))
-      return Scale{op, xOperand->get(), *f};
+    if (std::optional<Scale> scale = asScale(xOperand->get(), gOperand->get()))
+      return scale;
   }
   return std::nullopt;
 }
 
-/// Builds `x · W (+ c)` with constant W and c where `like` was.
-Value buildLinear(PatternRewriter &rewriter, Location loc, Value x,
-                  const Matrix &w, const std::optional<Matrix> &c,
-                  const LinearStep &like, int64_t threshold) {
-  auto wType =
-      RankedTensorType::get({w.rows, w.cols}, like.mm.weightElementType());
-  Value weight = arith::ConstantOp::create(
-      rewriter, loc, wType, writeConstantMatrix(w, wType, threshold));
-  Value out =
-      buildMatmul(rewriter, loc, x, weight, like.mm.resultElementType());
-  if (!c)
+//===----------------------------------------------------------------------===//
+// Weight algebra
+//===----------------------------------------------------------------------===//
+
+/// Constants, multiplied now in f64 and rounded once into an `arith.constant`.
+struct ConstantAlgebra {
+  using M = Matrix;
+  OpBuilder &b;
+  int64_t threshold;
+  Location loc;
+
+  FailureOr<M> load(Value v, bool transposed = false) {
+    FailureOr<Matrix> m = readConstantMatrix(v);
+    if (failed(m) || !transposed)
+      return m;
+    return linfuse::transpose(*m);
+  }
+  M multiply(const M &x, const M &y) { return linfuse::multiply(x, y); }
+  M addScaled(const M &x, const M &y, double s) {
+    return linfuse::addScaled(x, y, s);
+  }
+  M scale(M x, double s) {
+    for (double &e : x.data)
+      e *= s;
+    return x;
+  }
+  M scaleRows(M m, const M &g) {
+    linfuse::scaleRows(m, g);
+    return m;
+  }
+  Value store(const M &m, RankedTensorType type, bool transposed = false) {
+    return arith::ConstantOp::create(
+        b, loc, type,
+        writeConstantMatrix(transposed ? linfuse::transpose(m) : m, type,
+                            threshold));
+  }
+};
+
+/// Load-time values (`linfuse.weight` arguments): the same algebra emitted
+/// as IR, accumulated in f32 (f64 for f64) and rounded once by `store`.
+struct IRAlgebra {
+  using M = Value;
+  OpBuilder &b;
+  Type weightType;
+  Location loc;
+
+  WeightProductBuilder builder() { return {b, loc, weightType}; }
+  FailureOr<M> load(Value v, bool transposed = false) {
+    return builder().load(v, transposed);
+  }
+  M multiply(M x, M y) { return builder().multiply(x, y); }
+  M addScaled(M x, M y, double s) { return builder().addScaled(x, y, s); }
+  M scale(M x, double s) { return builder().scale(x, s); }
+  M scaleRows(M m, M g) { return builder().scaleRows(m, g); }
+  Value store(M m, RankedTensorType type, bool transposed = false) {
+    return builder().store(m, type, transposed);
+  }
+};
+
+/// Runs `fn` with the constant algebra when `constant`, else the IR one.
+template <typename Fn>
+LogicalResult withAlgebra(bool constant, OpBuilder &b, int64_t threshold,
+                          Type weightType, Location loc, Fn &&fn) {
+  if (constant) {
+    ConstantAlgebra alg{b, threshold, loc};
+    return fn(alg);
+  }
+  IRAlgebra alg{b, weightType, loc};
+  return fn(alg);
+}
+
+/// W of `step` as [K, N].
+template <typename Alg>
+FailureOr<typename Alg::M> loadWeight(Alg &alg, const LinearStep &step) {
+  return alg.load(step.mm.rhs, step.rhsIsNK);
+}
+
+/// b of `step` as 1 x N, when there is a bias-add.
+template <typename Alg>
+FailureOr<std::optional<typename Alg::M>> loadBias(Alg &alg,
+                                                   const LinearStep &step) {
+  using M = typename Alg::M;
+  if (!step.mm.biasAdd)
+    return std::optional<M>();
+  FailureOr<M> bias = alg.load(step.mm.biasAdd->bias);
+  if (failed(bias))
+    return failure();
+  return std::optional<M>(std::move(*bias));
+}
+
+/// `diag(scale) · m`.
+template <typename Alg>
+FailureOr<typename Alg::M> applyScale(Alg &alg, typename Alg::M m,
+                                      const Scale &scale) {
+  if (scale.scalar)
+    return alg.scale(std::move(m), *scale.scalar);
+  auto g = alg.load(scale.vector);
+  if (failed(g))
+    return failure();
+  return alg.scaleRows(std::move(m), *g);
+}
+
+/// A folded linear map `x · W + c` before it is stored.
+template <typename M>
+struct FoldedLinear {
+  M w;
+  std::optional<M> c;
+};
+
+/// Builds `x · W (+ c)` with N columns, storing W and c in the element types
+/// of `like`.
+template <typename Alg>
+Value buildLinear(Alg &alg, OpBuilder &b, Value x,
+                  const FoldedLinear<typename Alg::M> &folded, int64_t n,
+                  const LinearStep &like) {
+  int64_t k = cast<RankedTensorType>(x.getType()).getDimSize(1);
+  auto wType = RankedTensorType::get({k, n}, like.mm.weightElementType());
+  Value weight = alg.store(folded.w, wType);
+  Value out = buildMatmul(b, alg.loc, x, weight, like.mm.resultElementType());
+  if (!folded.c)
     return out;
-  auto cType = RankedTensorType::get({c->cols}, like.mm.resultElementType());
-  Value bias = arith::ConstantOp::create(
-      rewriter, loc, cType, writeConstantMatrix(*c, cType, threshold));
+  auto cType = RankedTensorType::get({n}, like.mm.resultElementType());
+  Value bias = alg.store(*folded.c, cType);
   SmallVector<Value> dyn;
   if (ShapedType::isDynamic(cast<ShapedType>(x.getType()).getDimSize(0)))
-    dyn.push_back(tensor::DimOp::create(rewriter, loc, x, 0));
-  return buildBiasAdd(rewriter, loc, out, bias, dyn);
+    dyn.push_back(tensor::DimOp::create(b, alg.loc, x, 0));
+  return buildBiasAdd(b, alg.loc, out, bias, dyn);
 }
 
 /// "2·(12·12+12·12)"
@@ -381,26 +489,10 @@ struct FoldLinearChain : OpRewritePattern<linalg::MatmulOp> {
       return rewriter.notifyMatchFailure(op, "folding does not pay");
     }
 
-    // Decode the weights of the folded segments (and only those).
-    SmallVector<Matrix> weights(n);
-    SmallVector<std::optional<Matrix>> biases(n);
-    for (auto [i, j] : segments) {
-      if (j - i < 2)
-        continue;
-      for (size_t t = i; t < j; ++t) {
-        FailureOr<Matrix> w = steps[t].readWeight();
-        FailureOr<std::optional<Matrix>> b = steps[t].readBias();
-        if (failed(w) || failed(b))
-          return rewriter.notifyMatchFailure(op, "unreadable constant");
-        weights[t] = std::move(*w);
-        biases[t] = std::move(*b);
-      }
-    }
-
     // A constant input scale in front of a chain whose first segment folds
     // is absorbed into the first weight before the product, so the folded
     // weight is rounded once (not once for the chain, once for the scale).
-    Operation *absorbedScale = nullptr;
+    std::optional<Scale> absorbed;
     Value chainInput = steps.front().input();
     if (segments.front().second - segments.front().first >= 2) {
       std::optional<Scale> scale = matchScale(chainInput.getDefiningOp());
@@ -411,38 +503,84 @@ struct FoldLinearChain : OpRewritePattern<linalg::MatmulOp> {
                    isa<tensor::DimOp>(user);
           });
       if (onlyThisUser) {
-        scaleRows(weights.front(), scale->factor);
-        absorbedScale = scale->op;
+        absorbed = scale;
         chainInput = scale->input;
       }
     }
 
-    // Replace the last segment first: earlier segments feed it through
-    // values that must stay alive until they are replaced themselves.
-    for (auto [i, j] : llvm::reverse(segments)) {
+    bool constant = !absorbed || absorbed->isConstant();
+    for (auto [i, j] : segments)
+      for (size_t t = i; j - i >= 2 && t < j; ++t)
+        constant &= steps[t].constant;
+    return withAlgebra(constant, rewriter, threshold,
+                       tail->mm.weightElementType(), op.getLoc(),
+                       [&](auto &alg) {
+                         return rewrite(alg, rewriter, steps, segments, dims,
+                                        absorbed, chainInput);
+                       });
+  }
+
+  template <typename Alg>
+  LogicalResult rewrite(Alg &alg, PatternRewriter &rewriter,
+                        ArrayRef<LinearStep> steps,
+                        ArrayRef<std::pair<size_t, size_t>> segments,
+                        ArrayRef<int64_t> dims,
+                        const std::optional<Scale> &absorbed,
+                        Value chainInput) const {
+    using M = typename Alg::M;
+    size_t n = steps.size();
+    // Compute every folded segment's map before changing anything: reading
+    // a constant may still fail. (The IR algebra cannot fail; what it emits
+    // goes before the segment's last matmul, where all its weights dominate.)
+    SmallVector<std::optional<FoldedLinear<M>>> folded;
+    for (auto [i, j] : segments) {
+      folded.emplace_back();
       if (j - i < 2)
         continue;
-      Matrix w = weights[i];
-      std::optional<Matrix> c = biases[i];
-      for (size_t t = i + 1; t < j; ++t) {
-        w = multiply(w, weights[t]);
-        if (c)
-          c = multiply(*c, weights[t]);
-        if (biases[t])
-          c = c ? addScaled(*c, *biases[t], 1.0) : *biases[t];
+      rewriter.setInsertionPoint(steps[j - 1].mm.op);
+      alg.loc = steps[j - 1].mm.op->getLoc();
+      FailureOr<M> w = loadWeight(alg, steps[i]);
+      FailureOr<std::optional<M>> c = loadBias(alg, steps[i]);
+      if (failed(w) || failed(c))
+        return rewriter.notifyMatchFailure(steps[i].mm.op, "unreadable");
+      if (i == 0 && absorbed) {
+        w = applyScale(alg, std::move(*w), *absorbed);
+        if (failed(w))
+          return rewriter.notifyMatchFailure(steps[i].mm.op, "unreadable");
       }
+      for (size_t t = i + 1; t < j; ++t) {
+        FailureOr<M> wt = loadWeight(alg, steps[t]);
+        FailureOr<std::optional<M>> bt = loadBias(alg, steps[t]);
+        if (failed(wt) || failed(bt))
+          return rewriter.notifyMatchFailure(steps[t].mm.op, "unreadable");
+        w = alg.multiply(*w, *wt);
+        if (*c)
+          *c = alg.multiply(**c, *wt);
+        if (*bt)
+          *c = *c ? alg.addScaled(**c, **bt, 1.0) : **bt;
+      }
+      folded.back() = FoldedLinear<M>{std::move(*w), std::move(*c)};
+    }
+
+    // Replace the last segment first: earlier segments feed it through
+    // values that must stay alive until they are replaced themselves.
+    for (size_t s = segments.size(); s-- > 0;) {
+      auto [i, j] = segments[s];
+      if (j - i < 2)
+        continue;
       const LinearStep &last = steps[j - 1];
       rewriter.setInsertionPoint(last.mm.op);
-      Value folded = buildLinear(rewriter, last.mm.op->getLoc(),
-                                 i == 0 ? chainInput : steps[i].input(), w, c,
-                                 last, threshold);
+      alg.loc = last.mm.op->getLoc();
+      Value result =
+          buildLinear(alg, rewriter, i == 0 ? chainInput : steps[i].input(),
+                      *folded[s], last.mm.n, last);
       SmallVector<int64_t> segDims(dims.begin() + i, dims.begin() + j + 1);
-      emitOptimizationRemark(folded.getDefiningOp(),
+      emitOptimizationRemark(result.getDefiningOp(),
                              "folded chain of " + Twine(j - i) +
                                  " matmuls, FLOPs per row " +
                                  flopsFormula(segDims) + " → 2·" +
                                  Twine(dims[i]) + "·" + Twine(dims[j]));
-      rewriter.replaceAllUsesWith(last.output(), folded);
+      rewriter.replaceAllUsesWith(last.output(), result);
       for (size_t t = j; t-- > i;) {
         SmallVector<Operation *, 4> dead = steps[t].opsLastFirst();
         // The reshape pair after a segment's last step feeds the next kept
@@ -455,11 +593,11 @@ struct FoldLinearChain : OpRewritePattern<linalg::MatmulOp> {
       ++counters->chains;
       counters->matmulsRemoved += j - i - 1;
     }
-    if (absorbedScale) {
-      Value scaled = absorbedScale->getResult(0);
+    if (absorbed) {
+      Value scaled = absorbed->op->getResult(0);
       for (OpOperand &use : llvm::make_early_inc_range(scaled.getUses()))
         rewriter.modifyOpInPlace(use.getOwner(), [&] { use.set(chainInput); });
-      rewriter.eraseOp(absorbedScale);
+      rewriter.eraseOp(absorbed->op);
       ++counters->scales;
     }
     return success();
@@ -474,27 +612,27 @@ struct FoldLinearChain : OpRewritePattern<linalg::MatmulOp> {
 // Sums of linear branches (LoRA)
 //===----------------------------------------------------------------------===//
 
-/// `value = x · T + c`, traced back through single-use steps and scales.
+/// `value = x · T + c`, traced back through single-use steps and scalar
+/// scales; T and c are computed by `evaluate` once a rewrite is decided.
 struct LinearTrace {
   Value x;
-  Matrix t;                     // K x N
-  std::optional<Matrix> c;      // 1 x N
+  /// From the traced value back to x: a linear step or a scalar factor.
+  SmallVector<std::variant<LinearStep, double>> items;
   SmallVector<Operation *> ops; // last first
   int64_t flopsPerRow = 0;
   std::optional<LinearStep> anyStep;
+  int64_t k = 0, n = 0; // T is K x N.
+  bool constant = true;
 };
 
 std::optional<LinearTrace> traceLinear(Value v) {
-  // Invariant: v = u · (alpha · T) + c, with T the identity while unset.
   LinearTrace trace;
-  double alpha = 1.0;
-  std::optional<Matrix> t;
   Value u = v;
   while (trace.ops.empty() || u.hasOneUse()) {
     if (std::optional<Scale> scale = matchScale(u.getDefiningOp())) {
-      if (scale->factor.cols != 1 || scale->input.getType() != u.getType())
+      if (!scale->scalar || scale->input.getType() != u.getType())
         break; // Per-column scales are the scale-folding pattern's.
-      alpha *= scale->factor.at(0, 0); // u = s · w
+      trace.items.push_back(*scale->scalar);
       trace.ops.push_back(scale->op);
       u = scale->input;
       continue;
@@ -502,29 +640,48 @@ std::optional<LinearTrace> traceLinear(Value v) {
     std::optional<LinearStep> step = producerStep(u);
     if (!step || (trace.anyStep && !sameTypes(*step, *trace.anyStep)))
       break;
-    FailureOr<Matrix> weight = step->readWeight();
-    FailureOr<std::optional<Matrix>> bias = step->readBias();
-    if (failed(weight) || failed(bias))
-      break;
-    // u = w · W + b:  v = w · (alpha · W T) + (alpha · b T + c).
-    if (*bias) {
-      Matrix bt = t ? multiply(**bias, *t) : **bias;
-      trace.c = trace.c ? addScaled(*trace.c, bt, alpha)
-                        : addScaled(Matrix(bt.rows, bt.cols), bt, alpha);
-    }
-    t = t ? multiply(*weight, *t) : std::move(*weight);
+    if (!trace.anyStep)
+      trace.n = step->mm.n;
+    trace.k = step->mm.k;
     trace.flopsPerRow += step->flopsPerRow();
+    trace.constant &= step->constant;
     llvm::append_range(trace.ops, step->opsLastFirst());
     trace.anyStep = *step;
     u = step->input();
+    trace.items.push_back(std::move(*step));
   }
-  if (!t)
+  if (!trace.anyStep)
     return std::nullopt;
-  for (double &e : t->data)
-    e *= alpha;
   trace.x = u;
-  trace.t = std::move(*t);
   return trace;
+}
+
+/// T and c of `trace`.
+template <typename Alg>
+FailureOr<FoldedLinear<typename Alg::M>> evaluate(Alg &alg,
+                                                  const LinearTrace &trace) {
+  using M = typename Alg::M;
+  // Invariant: value = u · (alpha · T) + c, with T the identity while unset.
+  double alpha = 1.0;
+  std::optional<M> t, c;
+  for (const auto &item : trace.items) {
+    if (const double *s = std::get_if<double>(&item)) {
+      alpha *= *s; // u = s · w
+      continue;
+    }
+    const LinearStep &step = std::get<LinearStep>(item);
+    FailureOr<M> weight = loadWeight(alg, step);
+    FailureOr<std::optional<M>> bias = loadBias(alg, step);
+    if (failed(weight) || failed(bias))
+      return failure();
+    // u = w · W + b:  value = w · (alpha · W T) + (alpha · b T + c).
+    if (*bias) {
+      M bt = alg.scale(t ? alg.multiply(**bias, *t) : **bias, alpha);
+      c = c ? alg.addScaled(*c, bt, 1.0) : bt;
+    }
+    t = t ? alg.multiply(*weight, *t) : std::move(*weight);
+  }
+  return FoldedLinear<M>{alg.scale(std::move(*t), alpha), std::move(c)};
 }
 
 /// True when `op` adds two [M, N] tensors element-wise.
@@ -574,36 +731,45 @@ struct FoldLinearSum : RewritePattern {
     std::optional<LinearTrace> rhs = traceLinear(operands->second);
     if (!lhs || !rhs || lhs->x != rhs->x || lhs->ops.empty() ||
         rhs->ops.empty() || !sameTypes(*lhs->anyStep, *rhs->anyStep) ||
-        lhs->t.rows != rhs->t.rows || lhs->t.cols != rhs->t.cols)
+        lhs->k != rhs->k || lhs->n != rhs->n)
       return rewriter.notifyMatchFailure(op, "not a sum of linear branches");
     if (!operands->first.hasOneUse() || !operands->second.hasOneUse())
       return rewriter.notifyMatchFailure(op, "branch result used elsewhere");
     int64_t before = lhs->flopsPerRow + rhs->flopsPerRow;
-    int64_t after = 2 * lhs->t.rows * lhs->t.cols;
+    int64_t after = 2 * lhs->k * lhs->n;
     if (policy == FoldPolicy::Cost && after >= before)
       return rewriter.notifyMatchFailure(op, "folding does not pay");
 
-    Matrix w = addScaled(lhs->t, rhs->t, 1.0);
-    std::optional<Matrix> c = lhs->c;
-    if (rhs->c)
-      c = c ? addScaled(*c, *rhs->c, 1.0) : *rhs->c;
     rewriter.setInsertionPoint(op);
-    Value folded = buildLinear(rewriter, op->getLoc(), lhs->x, w, c,
-                               *lhs->anyStep, threshold);
-    emitOptimizationRemark(folded.getDefiningOp(),
-                           "folded a sum of linear branches (LoRA) into one "
-                           "matmul, FLOPs per row " +
-                               Twine(before) + " → " + Twine(after));
-    rewriter.replaceOp(op, folded);
-    int64_t matmuls = 0;
-    for (LinearTrace *trace : {&*lhs, &*rhs})
-      for (Operation *dead : trace->ops) {
-        matmuls += isa<linalg::MatmulOp>(dead);
-        rewriter.eraseOp(dead);
-      }
-    ++counters->sums;
-    counters->matmulsRemoved += matmuls - 1;
-    return success();
+    return withAlgebra(
+        lhs->constant && rhs->constant, rewriter, threshold,
+        lhs->anyStep->mm.weightElementType(), op->getLoc(),
+        [&](auto &alg) -> LogicalResult {
+          auto l = evaluate(alg, *lhs);
+          auto r = evaluate(alg, *rhs);
+          if (failed(l) || failed(r))
+            return rewriter.notifyMatchFailure(op, "unreadable constant");
+          auto sum = *l;
+          sum.w = alg.addScaled(l->w, r->w, 1.0);
+          if (r->c)
+            sum.c = sum.c ? alg.addScaled(*sum.c, *r->c, 1.0) : *r->c;
+          Value folded = buildLinear(alg, rewriter, lhs->x, sum, lhs->n,
+                                        *lhs->anyStep);
+          emitOptimizationRemark(folded.getDefiningOp(),
+                                 "folded a sum of linear branches (LoRA) "
+                                 "into one matmul, FLOPs per row " +
+                                     Twine(before) + " → " + Twine(after));
+          rewriter.replaceOp(op, folded);
+          int64_t matmuls = 0;
+          for (LinearTrace *trace : {&*lhs, &*rhs})
+            for (Operation *dead : trace->ops) {
+              matmuls += isa<linalg::MatmulOp>(dead);
+              rewriter.eraseOp(dead);
+            }
+          ++counters->sums;
+          counters->matmulsRemoved += matmuls - 1;
+          return success();
+        });
   }
 
   FoldPolicy policy;
@@ -643,32 +809,45 @@ struct FoldInputScale : RewritePattern {
     }
     if (users.empty())
       return failure();
-    // Decode every weight before changing anything.
-    SmallVector<Matrix, 2> weights;
-    for (const LinearStep &user : users) {
-      FailureOr<Matrix> w = user.readWeight();
-      if (failed(w))
-        return rewriter.notifyMatchFailure(op, "unreadable constant");
-      weights.push_back(std::move(*w));
-    }
-    for (auto [user, w] : llvm::zip_equal(users, weights)) {
-      // Row k of the [K, N] weight is scaled by g[k].
-      scaleRows(w, scale->factor);
-      // Written back in the layout the matmul reads, so its maps, bias-add
-      // and uses stay as they are.
-      auto rhsType = cast<RankedTensorType>(user.mm.rhs.getType());
-      rewriter.setInsertionPoint(user.mm.op);
-      Value weight = arith::ConstantOp::create(
-          rewriter, user.mm.op->getLoc(), rhsType,
-          writeConstantMatrix(user.rhsIsNK ? transpose(w) : w, rhsType,
-                              threshold));
-      rewriter.modifyOpInPlace(user.mm.op, [&] {
-        user.mm.op->setOperand(0, scale->input);
-        user.mm.op->setOperand(1, weight);
-      });
-      emitOptimizationRemark(user.mm.op,
-                             "folded a constant input scale into the weight");
-    }
+    bool constant = scale->isConstant() &&
+                    llvm::all_of(users, [](const LinearStep &user) {
+                      return user.constant;
+                    });
+    LogicalResult result = withAlgebra(
+        constant, rewriter, threshold, users.front().mm.weightElementType(),
+        op->getLoc(), [&](auto &alg) -> LogicalResult {
+          using M = typename std::decay_t<decltype(alg)>::M;
+          // Compute every scaled weight before changing anything. Row k of
+          // the [K, N] weight is scaled by g[k].
+          SmallVector<M, 2> weights;
+          for (const LinearStep &user : users) {
+            rewriter.setInsertionPoint(user.mm.op);
+            alg.loc = user.mm.op->getLoc();
+            FailureOr<M> w = loadWeight(alg, user);
+            if (succeeded(w))
+              w = applyScale(alg, std::move(*w), *scale);
+            if (failed(w))
+              return rewriter.notifyMatchFailure(op, "unreadable constant");
+            weights.push_back(std::move(*w));
+          }
+          for (auto [user, w] : llvm::zip_equal(users, weights)) {
+            // Written back in the layout the matmul reads, so its maps,
+            // bias-add and uses stay as they are.
+            auto rhsType = cast<RankedTensorType>(user.mm.rhs.getType());
+            rewriter.setInsertionPoint(user.mm.op);
+            alg.loc = user.mm.op->getLoc();
+            Value weight = alg.store(w, rhsType, user.rhsIsNK);
+            rewriter.modifyOpInPlace(user.mm.op, [&] {
+              user.mm.op->setOperand(0, scale->input);
+              user.mm.op->setOperand(1, weight);
+            });
+            emitOptimizationRemark(
+                user.mm.op, "folded an input scale into the weight");
+          }
+          return success();
+        });
+    if (failed(result))
+      return result;
     for (tensor::DimOp dim : dims)
       rewriter.modifyOpInPlace(
           dim, [&] { dim.getSourceMutable().assign(scale->input); });
@@ -729,11 +908,14 @@ struct FoldMatmulChainsPass
         std::optional<MatmulInfo> info = matchMatmul(step);
         if (!info)
           why = "unsupported matmul form";
-        else if (!isConstantMatrix(info->rhs))
-          why = "weight " + describeValue(info->weight) + " is not a constant";
-        else if (info->biasAdd && !isConstantMatrix(info->biasAdd->bias))
+        else if (!isLoadTimeValue(info->rhs))
+          why = "weight " + describeValue(info->weight) +
+                " is neither a constant nor a linfuse.weight argument";
+        else if (info->biasAdd && !isLoadTimeValue(info->biasAdd->bias))
           why = "bias " + describeValue(info->biasAdd->bias) +
-                " is not a constant";
+                " is neither a constant nor a linfuse.weight argument";
+        else if (isLoadTimeValue(info->lhs))
+          why = "it computes weights only";
         else
           why = "accumulator is not a zero fill";
         break;
