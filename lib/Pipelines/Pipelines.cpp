@@ -19,6 +19,11 @@ void mlir::linfuse::buildOptimizePipeline(
   pm.addPass(createFoldConstantWeightsPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  if (options.liftWeights) {
+    pm.addPass(createLiftWeightPackingPass());
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+  }
 }
 
 void mlir::linfuse::registerLinfusePipelines() {
@@ -26,6 +31,7 @@ void mlir::linfuse::registerLinfusePipelines() {
       "linfuse-optimize",
       "Target-independent linfuse pipeline: canonicalize, cse, fold matmul "
       "chains, merge parallel matmuls, fold constant weights, canonicalize, "
-      "cse. Emits upstream linalg/tensor/arith ops only.",
+      "cse (with lift-weights=true: then lift weight packing). Emits upstream "
+      "linalg/tensor/arith/func ops only.",
       buildOptimizePipeline);
 }

@@ -361,8 +361,9 @@ func.func @nonlinear_between(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 
 // -----
 
-// Runtime weights (function arguments) cannot be pre-multiplied here (the
-// weight-packing step is where such products belong); a remark says why.
+// Weights that are plain function arguments may change on every call: they
+// cannot be pre-multiplied, and a remark says why (mark them
+// `linfuse.weight` to fold them, see @weight_args_chain).
 // CHECK-LABEL: func.func @runtime_weights
 // CHECK-COUNT-2: linalg.matmul
 // REMARK: remark: chain of matmuls not folded: weight %arg1 is neither a constant nor a linfuse.weight argument
@@ -414,4 +415,116 @@ func.func @scale_with_other_user(%x: tensor<4x2xf32>) -> (tensor<4x2xf32>, tenso
   %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x2xf32>) -> tensor<4x2xf32>
   %0 = linalg.matmul ins(%s, %w : tensor<4x2xf32>, tensor<2x2xf32>) outs(%f : tensor<4x2xf32>) -> tensor<4x2xf32>
   return %0, %s : tensor<4x2xf32>, tensor<4x2xf32>
+}
+
+// -----
+
+// Run-time weights marked `linfuse.weight` (known at load time): the product
+// A·B is emitted as IR, accumulated in f64 and rounded once to f32, for
+// --linfuse-lift-weight-packing to move into the packing function (see
+// lift-weight-packing.mlir; values: fold-matmul-chains-numerics.test).
+// CHECK-LABEL: func.func @weight_args_chain
+// CHECK-SAME:    (%[[X:.*]]: tensor<?x4xf32>, %[[A:.*]]: tensor<4x4xf32> {linfuse.weight}, %[[B:.*]]: tensor<4x4xf32> {linfuse.weight})
+// CHECK:         %[[A64:.*]] = linalg.generic {{.*}} ins(%[[A]] : tensor<4x4xf32>) outs(%{{.*}} : tensor<4x4xf64>)
+// CHECK:           arith.extf %{{.*}} : f32 to f64
+// CHECK:         %[[B64:.*]] = linalg.generic {{.*}} ins(%[[B]] : tensor<4x4xf32>) outs(%{{.*}} : tensor<4x4xf64>)
+// CHECK:         %[[AB:.*]] = linalg.matmul ins(%[[A64]], %[[B64]] : tensor<4x4xf64>, tensor<4x4xf64>)
+// CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[AB]] : tensor<4x4xf64>) outs(%{{.*}} : tensor<4x4xf32>)
+// CHECK:           arith.truncf %{{.*}} : f64 to f32
+// CHECK:         %[[R:.*]] = linalg.matmul ins(%[[X]], %[[W]] : tensor<?x4xf32>, tensor<4x4xf32>)
+// CHECK-NOT:     linalg.matmul
+// CHECK:         return %[[R]]
+// NEVER-LABEL: func.func @weight_args_chain
+// NEVER-COUNT-2: linalg.matmul
+// REMARK: remark: folded chain of 2 matmuls, FLOPs per row 2·(4·4+4·4) → 2·4·4
+func.func @weight_args_chain(%x: tensor<?x4xf32>, %a: tensor<4x4xf32> {linfuse.weight}, %b: tensor<4x4xf32> {linfuse.weight}) -> tensor<?x4xf32> {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %m = tensor.dim %x, %c0 : tensor<?x4xf32>
+  %e = tensor.empty(%m) : tensor<?x4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?x4xf32>) -> tensor<?x4xf32>
+  %0 = linalg.matmul ins(%x, %a : tensor<?x4xf32>, tensor<4x4xf32>) outs(%f : tensor<?x4xf32>) -> tensor<?x4xf32>
+  %1 = linalg.matmul ins(%0, %b : tensor<?x4xf32>, tensor<4x4xf32>) outs(%f : tensor<?x4xf32>) -> tensor<?x4xf32>
+  return %1 : tensor<?x4xf32>
+}
+
+// -----
+
+// f16 LoRA over `linfuse.weight` arguments: W + 0.5·A·B in f32, rounded
+// once to f16.
+// CHECK-LABEL: func.func @weight_args_lora_f16
+// CHECK-SAME:    (%[[X:.*]]: tensor<2x8xf16>, %[[W:.*]]: tensor<8x8xf16> {linfuse.weight}, %[[A:.*]]: tensor<8x1xf16> {linfuse.weight}, %[[B:.*]]: tensor<1x8xf16> {linfuse.weight})
+// CHECK-DAG:     %[[HALF:.*]] = arith.constant 5.000000e-01 : f32
+// CHECK-DAG:     %[[W32:.*]] = linalg.generic {{.*}} ins(%[[W]] : tensor<8x8xf16>) outs(%{{.*}} : tensor<8x8xf32>)
+// CHECK-DAG:     %[[B32:.*]] = linalg.generic {{.*}} ins(%[[B]] : tensor<1x8xf16>) outs(%{{.*}} : tensor<1x8xf32>)
+// CHECK-DAG:     %[[A32:.*]] = linalg.generic {{.*}} ins(%[[A]] : tensor<8x1xf16>) outs(%{{.*}} : tensor<8x1xf32>)
+// CHECK:         %[[AB:.*]] = linalg.matmul ins(%[[A32]], %[[B32]] : tensor<8x1xf32>, tensor<1x8xf32>)
+// CHECK:         %[[SAB:.*]] = linalg.generic {{.*}} ins(%[[AB]] : tensor<8x8xf32>)
+// CHECK:           arith.mulf %{{.*}}, %[[HALF]] : f32
+// CHECK:         %[[SUM:.*]] = linalg.generic {{.*}} ins(%[[W32]], %[[SAB]] : tensor<8x8xf32>, tensor<8x8xf32>)
+// CHECK:           arith.addf
+// CHECK:         %[[W16:.*]] = linalg.generic {{.*}} ins(%[[SUM]] : tensor<8x8xf32>) outs(%{{.*}} : tensor<8x8xf16>)
+// CHECK:           arith.truncf %{{.*}} : f32 to f16
+// CHECK:         %[[R:.*]] = linalg.matmul ins(%[[X]], %[[W16]] : tensor<2x8xf16>, tensor<8x8xf16>)
+// CHECK-NOT:     linalg.matmul
+// CHECK:         return %[[R]]
+// REMARK: remark: folded a sum of linear branches (LoRA) into one matmul, FLOPs per row 160 → 128
+func.func @weight_args_lora_f16(%x: tensor<2x8xf16>, %w: tensor<8x8xf16> {linfuse.weight}, %a: tensor<8x1xf16> {linfuse.weight}, %b: tensor<1x8xf16> {linfuse.weight}) -> tensor<2x8xf16> {
+  %zero = arith.constant 0.0 : f16
+  %e = tensor.empty() : tensor<2x8xf16>
+  %f = linalg.fill ins(%zero : f16) outs(%e : tensor<2x8xf16>) -> tensor<2x8xf16>
+  %e1 = tensor.empty() : tensor<2x1xf16>
+  %f1 = linalg.fill ins(%zero : f16) outs(%e1 : tensor<2x1xf16>) -> tensor<2x1xf16>
+  %xw = linalg.matmul ins(%x, %w : tensor<2x8xf16>, tensor<8x8xf16>) outs(%f : tensor<2x8xf16>) -> tensor<2x8xf16>
+  %xa = linalg.matmul ins(%x, %a : tensor<2x8xf16>, tensor<8x1xf16>) outs(%f1 : tensor<2x1xf16>) -> tensor<2x1xf16>
+  %xab = linalg.matmul ins(%xa, %b : tensor<2x1xf16>, tensor<1x8xf16>) outs(%f : tensor<2x8xf16>) -> tensor<2x8xf16>
+  %s = arith.constant dense<5.000000e-01> : tensor<2x8xf16>
+  %e2 = tensor.empty() : tensor<2x8xf16>
+  %scaled = linalg.mul ins(%xab, %s : tensor<2x8xf16>, tensor<2x8xf16>) outs(%e2 : tensor<2x8xf16>) -> tensor<2x8xf16>
+  %e3 = tensor.empty() : tensor<2x8xf16>
+  %sum = linalg.add ins(%xw, %scaled : tensor<2x8xf16>, tensor<2x8xf16>) outs(%e3 : tensor<2x8xf16>) -> tensor<2x8xf16>
+  return %sum : tensor<2x8xf16>
+}
+
+// -----
+
+// A norm gamma that is a `linfuse.weight` argument scales the rows of the
+// (transposed-B, [N, K]) weight, which is written back in its own layout.
+// CHECK-LABEL: func.func @weight_args_gamma
+// CHECK-SAME:    (%[[X:.*]]: tensor<2x4xf32>, %[[G:.*]]: tensor<4xf32> {linfuse.weight}, %[[W:.*]]: tensor<6x4xf32> {linfuse.weight})
+// CHECK:         %[[GR:.*]] = tensor.expand_shape %[[G]] {{\[\[}}0, 1]] output_shape [1, 4] : tensor<4xf32> into tensor<1x4xf32>
+// CHECK:         %[[SCALED:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<4x6xf64>, tensor<1x4xf64>)
+// CHECK:         %[[T:.*]] = linalg.transpose ins(%[[SCALED]] : tensor<4x6xf64>) outs(%{{.*}} : tensor<6x4xf64>) permutation = [1, 0]
+// CHECK:         %[[W2:.*]] = linalg.generic {{.*}} ins(%[[T]] : tensor<6x4xf64>) outs(%{{.*}} : tensor<6x4xf32>)
+// CHECK:         linalg.matmul indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}] ins(%[[X]], %[[W2]] : tensor<2x4xf32>, tensor<6x4xf32>)
+// REMARK: remark: folded an input scale into the weight
+func.func @weight_args_gamma(%x: tensor<2x4xf32>, %g: tensor<4xf32> {linfuse.weight}, %w: tensor<6x4xf32> {linfuse.weight}) -> tensor<2x6xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x4xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%x, %g : tensor<2x4xf32>, tensor<4xf32>) outs(%e : tensor<2x4xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %r = arith.mulf %p, %q : f32
+    linalg.yield %r : f32
+  } -> tensor<2x4xf32>
+  %e6 = tensor.empty() : tensor<2x6xf32>
+  %f6 = linalg.fill ins(%zero : f32) outs(%e6 : tensor<2x6xf32>) -> tensor<2x6xf32>
+  %o = linalg.matmul indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>] ins(%y, %w : tensor<2x4xf32>, tensor<6x4xf32>) outs(%f6 : tensor<2x6xf32>) -> tensor<2x6xf32>
+  return %o : tensor<2x6xf32>
+}
+
+// -----
+
+// A chain of weights only (a product the pass itself would emit) is
+// load-time work for the packing function, not a run-time chain: left
+// alone, without a remark.
+// CHECK-LABEL: func.func @weights_only_chain
+// CHECK-COUNT-2: linalg.matmul
+// REMARK-NOT: remark
+func.func @weights_only_chain(%a: tensor<4x4xf32> {linfuse.weight}, %b: tensor<4x4xf32> {linfuse.weight}, %c: tensor<4x4xf32> {linfuse.weight}) -> tensor<4x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %0 = linalg.matmul ins(%a, %b : tensor<4x4xf32>, tensor<4x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %1 = linalg.matmul ins(%0, %c : tensor<4x4xf32>, tensor<4x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %1 : tensor<4x4xf32>
 }

@@ -3,6 +3,8 @@
 // The whole flow on run-time weights: optimize (merge -> tensor.concat of
 // weight arguments), then lift the concat into the packing function.
 // RUN: linfuse-opt %s -split-input-file --linfuse-optimize --linfuse-lift-weight-packing | FileCheck %s --check-prefix=FLOW
+// RUN: linfuse-opt %s -split-input-file --linfuse-optimize=lift-weights=true | FileCheck %s --check-prefix=PIPE
+// RUN: linfuse-opt %s -split-input-file --linfuse-optimize=lift-weights=true | %mlir-opt -split-input-file --verify-each -o /dev/null
 
 // CHECK-LABEL: func.func @qkv__pack
 // CHECK-SAME:    (%[[WQ:.*]]: tensor<8x8xf32> {linfuse.weight}, %[[WK:.*]]: tensor<4x8xf32> {linfuse.weight}, %[[WO:.*]]: tensor<8x8xf32> {linfuse.weight}) -> (tensor<12x8xf32>, tensor<8x8xf32>)
@@ -109,4 +111,42 @@ func.func @nothing_to_lift(%x: tensor<2x4xf32>, %w: tensor<4x4xf32> {linfuse.wei
     scf.yield %y : tensor<2x4xf32>
   }
   return %r : tensor<2x4xf32>
+}
+
+// -----
+
+// The whole flow with `--linfuse-optimize=lift-weights=true` on run-time
+// weights: the norm gamma folds into both projections, the K projection's
+// chain k·A·B is pre-multiplied (as IR, in f64), Q and K merge into one
+// GEMM over a concat, and all of that weight work ends up in @block__pack;
+// @block keeps one matmul on the packed weight plus zero-copy slices.
+// PIPE-LABEL: func.func @block__pack
+// PIPE-SAME:    (%{{.*}}: tensor<8xf32> {linfuse.weight}, %{{.*}}: tensor<8x8xf32> {linfuse.weight}, %{{.*}}: tensor<8x8xf32> {linfuse.weight}, %{{.*}}: tensor<8x8xf32> {linfuse.weight}, %{{.*}}: tensor<8x8xf32> {linfuse.weight}) -> tensor<8x16xf32>
+// PIPE-COUNT-2: linalg.matmul {{.*}} tensor<8x8xf64>
+// PIPE:         %[[CAT:.*]] = tensor.concat dim(1) %{{.*}}, %{{.*}} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x16xf32>
+// PIPE-NEXT:    return %[[CAT]] : tensor<8x16xf32>
+// PIPE-LABEL: func.func @block
+// PIPE-SAME:    (%[[X:.*]]: tensor<?x8xf32>, %[[P:.*]]: tensor<8x16xf32> {linfuse.packed = 0 : i64}) -> (tensor<?x8xf32>, tensor<?x8xf32>) attributes {linfuse.pack_function = @block__pack}
+// PIPE-NOT:     linalg.generic
+// PIPE:         %[[R:.*]] = linalg.matmul ins(%[[X]], %[[P]] : tensor<?x8xf32>, tensor<8x16xf32>)
+// PIPE-NOT:     linalg.matmul
+// PIPE:         %[[Q:.*]] = tensor.extract_slice %[[R]][0, 0] [%{{.*}}, 8] [1, 1]
+// PIPE:         %[[K:.*]] = tensor.extract_slice %[[R]][0, 8] [%{{.*}}, 8] [1, 1]
+// PIPE:         return %[[Q]], %[[K]]
+func.func @block(%x: tensor<?x8xf32>, %gamma: tensor<8xf32> {linfuse.weight}, %wq: tensor<8x8xf32> {linfuse.weight}, %wk: tensor<8x8xf32> {linfuse.weight}, %a: tensor<8x8xf32> {linfuse.weight}, %b: tensor<8x8xf32> {linfuse.weight}) -> (tensor<?x8xf32>, tensor<?x8xf32>) {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %m = tensor.dim %x, %c0 : tensor<?x8xf32>
+  %e = tensor.empty(%m) : tensor<?x8xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%x, %gamma : tensor<?x8xf32>, tensor<8xf32>) outs(%e : tensor<?x8xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %r = arith.mulf %p, %q : f32
+    linalg.yield %r : f32
+  } -> tensor<?x8xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?x8xf32>) -> tensor<?x8xf32>
+  %q = linalg.matmul ins(%y, %wq : tensor<?x8xf32>, tensor<8x8xf32>) outs(%f : tensor<?x8xf32>) -> tensor<?x8xf32>
+  %k = linalg.matmul ins(%y, %wk : tensor<?x8xf32>, tensor<8x8xf32>) outs(%f : tensor<?x8xf32>) -> tensor<?x8xf32>
+  %ka = linalg.matmul ins(%k, %a : tensor<?x8xf32>, tensor<8x8xf32>) outs(%f : tensor<?x8xf32>) -> tensor<?x8xf32>
+  %kab = linalg.matmul ins(%ka, %b : tensor<?x8xf32>, tensor<8x8xf32>) outs(%f : tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %q, %kab : tensor<?x8xf32>, tensor<?x8xf32>
 }

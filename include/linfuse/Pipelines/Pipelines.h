@@ -17,7 +17,17 @@ namespace linfuse {
 
 /// Options of `--linfuse-optimize`.
 struct OptimizePipelineOptions
-    : public PassPipelineOptions<OptimizePipelineOptions> {};
+    : public PassPipelineOptions<OptimizePipelineOptions> {
+  PassOptions::Option<bool> liftWeights{
+      *this, "lift-weights",
+      llvm::cl::desc(
+          "Finish with --linfuse-lift-weight-packing: weight-only work "
+          "(concats, folded products of `linfuse.weight` arguments) moves "
+          "into a one-time `@<fn>__pack` function, and `@<fn>` takes the "
+          "packed weights instead (changes its signature; needs the "
+          "pipeline anchored on builtin.module)"),
+      llvm::cl::init(false)};
+};
 
 /// Everything target-independent: canonicalize, cse and linfuse's graph
 /// rewrites. The output contains upstream ops only.

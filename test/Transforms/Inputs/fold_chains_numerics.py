@@ -33,7 +33,19 @@ within a relative error of 1e-2.
 Each module must go from N `linalg.matmul` to exactly 1, reading the
 function argument directly.
 
+With --runtime-weights the same cases (one f32 LoRA and one f16/bf16 LoRA
+per seed, as above) pass every weight, bias and norm gamma as a
+`linfuse.weight` function argument instead of a constant. The pass then
+emits the products as IR (accumulated in f32, rounded once), and
+`--linfuse-lift-weight-packing` moves them into `@main__pack`. The script
+appends an `@entry` that calls `@main__pack` on the same data and prints
+the packed results, runs it with mlir-runner, and compares the weight and
+bias that @main's one remaining matmul reads against the same references
+(f32: rel 1e-5; f16/bf16: 1 ulp of the once-rounded reference or rel 1e-2).
+
 Usage: fold_chains_numerics.py --linfuse-opt PATH --work-dir DIR [--verbose]
+           [--runtime-weights --mlir-opt PATH --mlir-runner PATH
+            --lib-dir DIR]
 The generated IR (<case>.mlir) and the pass output (<case>.out.mlir) stay in
 DIR.
 """
@@ -146,10 +158,34 @@ MM_NK_MAPS = ('indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, '
               'affine_map<(d0, d1, d2) -> (d0, d1)>]')
 
 
+# Run-time weight mode (set by main()): weights become function arguments.
+RUNTIME_WEIGHTS = False
+RUNTIME_FLAGS = ['--linfuse-fold-matmul-chains', '--linfuse-lift-weight-packing',
+                 '--canonicalize', '--cse']
+LOWERING = [
+    '--one-shot-bufferize=bufferize-function-boundaries',
+    '--buffer-deallocation-pipeline',
+    '--convert-bufferization-to-memref',
+    '--convert-linalg-to-loops',
+    '--expand-strided-metadata',
+    '--lower-affine',
+    '--convert-scf-to-cf',
+    '--convert-arith-to-llvm',
+    '--convert-to-llvm',
+    '--reconcile-unrealized-casts',
+]
+
+
+class ModuleText(str):
+    """Module IR; `weights` lists its (argument name, array) weight data."""
+    weights = ()
+
+
 class Builder:
     """Emits one `func.func @main(%x: tensor<MxKxT>) -> tensor<MxNxT>`."""
 
     def __init__(self, ty, m, k):
+        self.weights = []  # (name, array) of `linfuse.weight` arguments
         self.ty = ty
         self.m = m  # int, or None for a dynamic M
         self.k = k
@@ -173,6 +209,10 @@ class Builder:
         return 'tensor<%sx%s>' % ('x'.join(str(d) for d in shape), self.ty)
 
     def const(self, arr):
+        if RUNTIME_WEIGHTS:
+            name = '%%w%d' % len(self.weights)
+            self.weights.append((name, arr))
+            return name
         name = self.fresh()
         self.body.append('%s = arith.constant dense<%s> : %s' %
                          (name, fmt_dense(arr), self.tconst(arr.shape)))
@@ -266,12 +306,17 @@ class Builder:
         return name
 
     def module(self, result, n):
-        lines = ['func.func @main(%%x: %s) -> %s {' % (self.t2(self.k),
-                                                      self.t2(n))]
+        args = ['%%x: %s' % self.t2(self.k)]
+        args += ['%s: %s {linfuse.weight}' % (w, self.tconst(a.shape))
+                 for w, a in self.weights]
+        lines = ['func.func @main(%s) -> %s {' % (', '.join(args),
+                                                  self.t2(n))]
         lines += ['  ' + l for l in self.body]
         lines.append('  return %s : %s' % (result, self.t2(n)))
         lines.append('}')
-        return '\n'.join(lines) + '\n'
+        text = ModuleText('\n'.join(lines) + '\n')
+        text.weights = list(self.weights)
+        return text
 
 
 # ---------------------------------------------------------------------------
@@ -511,11 +556,24 @@ def parse_dense(payload, type_str):
 
 def parse_output(text):
     """-> (weight as [K, N], its type, bias or None, matmul lhs)."""
-    consts, aliases = {}, {}
+    consts = {}
     for line in text.splitlines():
         mc = CONST_RE.match(line)
         if mc:
             consts[mc.group(1)] = (mc.group(2), mc.group(3))
+
+    def lookup(name):
+        return parse_dense(*consts[name])[0] if name in consts else None
+    w, rhs, bias, lhs = read_linear(text, lookup)
+    return w, parse_dense(*consts[rhs])[1], bias, lhs
+
+
+def read_linear(text, lookup, aliases_from=None):
+    """The one linalg.matmul of `text` and its bias-add -> (weight as
+    [K, N], the weight's name, bias or None, matmul lhs). `lookup(name)`
+    is the value of a weight or bias operand, None when it has none."""
+    aliases = {}
+    for line in (aliases_from or text).splitlines():
         ma = ALIAS_RE.match(line)
         if ma:
             aliases[ma.group(1)] = ma.group(2)
@@ -533,9 +591,10 @@ def parse_output(text):
             nk = True
         elif norm[1] != 'affine_map<(d0,d1,d2)->(d2,d1)>':
             raise CaseFailure('unexpected RHS map %s' % maps[1])
-    if rhs not in consts:
-        raise CaseFailure('matmul weight %s is not an arith.constant' % rhs)
-    w, ty = parse_dense(*consts[rhs])
+    w = lookup(rhs)
+    if w is None:
+        raise CaseFailure('matmul weight %s is not a constant or a packed '
+                          'weight' % rhs)
     if nk:
         w = w.T
     bias = None
@@ -549,11 +608,11 @@ def parse_output(text):
         if result not in ops:
             continue
         others = [o for o in ops if o != result]
-        if len(others) != 1 or others[0] not in consts:
+        bias = lookup(others[0]) if len(others) == 1 else None
+        if bias is None:
             raise CaseFailure('consumer of the matmul is not a constant '
                               'bias-add: %s' % line.strip())
-        bias, _ = parse_dense(*consts[others[0]])
-    return w, ty, bias, lhs
+    return w, rhs, bias, lhs
 
 
 # ---------------------------------------------------------------------------
@@ -596,10 +655,37 @@ def compare(what, got, ref, ty, problems):
     return float(err.max()) if err.size else 0.0, ulps
 
 
+def check_linear(label, base, text, lhs, w, bias, ref_w, ref_c, ty,
+                 problems):
+    """Compares the folded weight and bias with the references; the folded
+    matmul must read the function's input. Returns the summary line."""
+    if lhs != '%arg0':
+        defs = [l.strip() for l in text.splitlines()
+                if l.strip().startswith(lhs + ' = ')]
+        problems.append('the matmul reads %s, not the function argument '
+                        '(%s)' % (lhs, defs[0][:120] if defs else '?'))
+    err, ulps = compare('weight', w, ref_w, ty, problems)
+    if (bias is None) != (ref_c is None):
+        problems.append('bias %s, expected %s' %
+                        ('present' if bias is not None else 'missing',
+                         'one' if ref_c is not None else 'none'))
+    elif bias is not None:
+        berr, bulps = compare('bias', bias, ref_c, ty, problems)
+        err = max(err, berr)
+        ulps = max(ulps, bulps)
+    if problems:
+        raise CaseFailure('%s (output in %s.out.mlir)\n%s' %
+                          (label, base, '\n'.join(problems)))
+    return '%s, max rel err %.1e, max %d ulp' % (label, err, ulps)
+
+
 def run_case(args, seed, name, ir, n_in, policy, ty, ref_w, ref_c):
     base = os.path.join(args.work_dir, 'seed%d_%s' % (seed, name))
     with open(base + '.mlir', 'w') as f:
         f.write(ir)
+    if RUNTIME_WEIGHTS:
+        return run_runtime_case(args, base, seed, name, ir, n_in, policy, ty,
+                                ref_w, ref_c)
     flags = list(PASS_FLAGS)
     if policy:
         flags[0] = ('--linfuse-fold-matmul-chains=policy=%s '
@@ -621,24 +707,154 @@ def run_case(args, seed, name, ir, n_in, policy, ty, ref_w, ref_c):
     problems = []
     if wty != ty:
         problems.append('weight type %s, expected %s' % (wty, ty))
-    if lhs != '%arg0':
-        defs = [l.strip() for l in text.splitlines()
-                if l.strip().startswith(lhs + ' = ')]
-        problems.append('the matmul reads %s, not the function argument '
-                        '(%s)' % (lhs, defs[0][:120] if defs else '?'))
-    err, ulps = compare('weight', w, ref_w, ty, problems)
-    if (bias is None) != (ref_c is None):
-        problems.append('bias %s, expected %s' %
-                        ('present' if bias is not None else 'missing',
-                         'one' if ref_c is not None else 'none'))
-    elif bias is not None:
-        berr, bulps = compare('bias', bias, ref_c, ty, problems)
-        err = max(err, berr)
-        ulps = max(ulps, bulps)
-    if problems:
-        raise CaseFailure('%s (output in %s.out.mlir)\n%s' %
-                          (label, base, '\n'.join(problems)))
-    return '%s, max rel err %.1e, max %d ulp' % (label, err, ulps)
+    return check_linear(label, base, text, lhs, w, bias, ref_w, ref_c, ty,
+                        problems)
+
+
+# ---------------------------------------------------------------------------
+# Run-time weights: execute the packing function
+# ---------------------------------------------------------------------------
+
+HEADER_RE = re.compile(r'^Unranked Memref base@ = \S+ rank = (\d+) offset = '
+                       r'\d+ sizes = \[([0-9, ]*)\] strides = \[[0-9, ]*\] '
+                       r'data = *$')
+ARG_RE = re.compile(r'(%arg\d+): (tensor<[^>]*>)'
+                    r'(?: \{linfuse\.packed = (\d+) : i64\})?')
+
+
+def parse_memrefs(text):
+    """The memrefs printed by printMemrefF32, in order."""
+    arrays, cur = [], None
+    for line in text.splitlines():
+        h = HEADER_RE.match(line)
+        if h:
+            cur = ([int(d) for d in h.group(2).split(',') if d.strip()], [])
+            arrays.append(cur)
+        elif line.strip():
+            if cur is None:
+                raise CaseFailure('unexpected runner output: %r' % line)
+            cur[1].append(line)
+    out = []
+    for sizes, body in arrays:
+        vals = [float(t) for t in NUM_RE.findall('\n'.join(body))]
+        if len(vals) != int(np.prod(sizes)):
+            raise CaseFailure('memref of sizes %s printed %d values' %
+                              (sizes, len(vals)))
+        out.append(np.array(vals, dtype=np.float64).reshape(sizes))
+    return out
+
+
+def split_functions(text):
+    """{function name: its text} of a printed module."""
+    funcs = {}
+    for chunk in re.split(r'(?=^  func\.func )', text, flags=re.M)[1:]:
+        m = re.match(r'\s*func\.func (?:\w+ )?@([\w$.]+)\(', chunk)
+        if m:
+            funcs[m.group(1)] = chunk
+    return funcs
+
+
+def run_tool(cmd, what):
+    proc = subprocess.run(cmd, capture_output=True, text=True,
+                          timeout=TOOL_TIMEOUT_S)
+    if proc.returncode != 0:
+        raise CaseFailure('%s exited with %d:\n  %s\n%s' %
+                          (what, proc.returncode, ' '.join(cmd), proc.stderr))
+    return proc.stdout
+
+
+def run_runtime_case(args, base, seed, name, ir, n_in, policy, ty, ref_w,
+                     ref_c):
+    flags = list(RUNTIME_FLAGS)
+    if policy:
+        flags[0] = '--linfuse-fold-matmul-chains=policy=%s' % policy
+    text = run_tool([args.linfuse_opt] + flags + [base + '.mlir'],
+                    'linfuse-opt')
+    with open(base + '.out.mlir', 'w') as f:
+        f.write(text)
+    funcs = split_functions(text)
+    if 'main' not in funcs or 'main__pack' not in funcs:
+        raise CaseFailure('expected @main and @main__pack in %s.out.mlir' %
+                          base)
+    main_text = funcs['main']
+    n_out = len(re.findall(r'\blinalg\.matmul\b', main_text))
+    label = 'seed %d %s %s (run-time weights): %d matmuls -> %d' % (
+        seed, name, ty, n_in, n_out)
+    if n_out != 1:
+        raise CaseFailure('%s, expected 1 in @main (output in %s.out.mlir)' %
+                          (label, base))
+    # Which packed result each @main argument is.
+    packed = {m.group(1): int(m.group(3))
+              for m in ARG_RE.finditer(main_text.splitlines()[0])
+              if m.group(3) is not None}
+    pack_header = funcs['main__pack'].splitlines()[0]
+    result_types = re.findall(r'tensor<[^>]*>',
+                              pack_header.rsplit(') -> ', 1)[1])
+    # @entry: the weights as constants, @main__pack on them, every packed
+    # result printed as f32.
+    b = Builder(ty, 1, 1)
+    lines = ['func.func private @printMemrefF32(tensor<*xf32>)',
+             'func.func @entry() {']
+    names = []
+    for i, (_, arr) in enumerate(ir.weights):
+        names.append('%%c%d' % i)
+        lines.append('  %%c%d = arith.constant dense<%s> : %s' %
+                     (i, fmt_dense(arr), b.tconst(arr.shape)))
+    wtypes = [b.tconst(arr.shape) for _, arr in ir.weights]
+    lines.append('  %%p:%d = call @main__pack(%s) : (%s) -> (%s)' %
+                 (len(result_types), ', '.join(names), ', '.join(wtypes),
+                  ', '.join(result_types)) if len(result_types) > 1 else
+                 '  %%p = call @main__pack(%s) : (%s) -> %s' %
+                 (', '.join(names), ', '.join(wtypes), result_types[0]))
+    for i, t in enumerate(result_types):
+        v = '%%p#%d' % i if len(result_types) > 1 else '%p'
+        shape = re.match(r'tensor<((?:\d+x)*)\w+>', t).group(1)
+        f32t = 'tensor<%sf32>' % shape
+        rank = shape.count('x')
+        if ty != 'f32':
+            idmap = 'affine_map<(%s) -> (%s)>' % (
+                ', '.join('d%d' % d for d in range(rank)),
+                ', '.join('d%d' % d for d in range(rank)))
+            lines.append('  %%e%d = tensor.empty() : %s' % (i, f32t))
+            lines.append(
+                '  %%f%d = linalg.generic {indexing_maps = [%s, %s], '
+                'iterator_types = [%s]} ins(%s : %s) outs(%%e%d : %s) {' %
+                (i, idmap, idmap, ', '.join(['"parallel"'] * rank), v, t, i,
+                 f32t))
+            lines.append('  ^bb0(%%a: %s, %%o: f32):' % ty)
+            lines.append('    %r = arith.extf %a : ' + ty + ' to f32')
+            lines.append('    linalg.yield %r : f32')
+            lines.append('  } -> ' + f32t)
+            v = '%%f%d' % i
+        lines.append('  %%u%d = tensor.cast %s : %s to tensor<*xf32>' %
+                     (i, v, f32t))
+        lines.append('  call @printMemrefF32(%%u%d) : (tensor<*xf32>) -> ()'
+                     % i)
+    lines.append('  return')
+    lines.append('}')
+    driver = base + '.driver.mlir'
+    with open(driver, 'w') as f:
+        f.write(text.rstrip().rstrip('}') + '\n' +
+                '\n'.join('  ' + l for l in lines) + '\n}\n')
+    lowered = run_tool([args.mlir_opt] + LOWERING + [driver], 'mlir-opt')
+    with open(base + '.lowered.mlir', 'w') as f:
+        f.write(lowered)
+    libs = ','.join(os.path.join(args.lib_dir, l) for l in
+                    ('libmlir_runner_utils.so', 'libmlir_c_runner_utils.so'))
+    out = run_tool([args.mlir_runner, '-e', 'entry', '-entry-point-result=void',
+                    '-shared-libs=' + libs, base + '.lowered.mlir'],
+                   'mlir-runner')
+    arrays = parse_memrefs(out)
+    if len(arrays) != len(result_types):
+        raise CaseFailure('%s: %d printed results, expected %d' %
+                          (label, len(arrays), len(result_types)))
+    consts = {}
+    for arg, idx in packed.items():
+        consts[arg] = round_to(arrays[idx], ty)
+    w, _, bias, lhs = read_linear(main_text, consts.get, aliases_from=text)
+    problems = []
+    return check_linear(label, base, text, lhs, w, bias, ref_w, ref_c, ty,
+                        problems)
 
 
 def check_roundtrip(args):
@@ -677,12 +893,21 @@ def main():
     ap.add_argument('--linfuse-opt', default='linfuse-opt')
     ap.add_argument('--work-dir', required=True)
     ap.add_argument('--verbose', action='store_true')
+    ap.add_argument('--runtime-weights', action='store_true',
+                    help='weights as linfuse.weight arguments; runs the '
+                    'packing function with mlir-runner')
+    ap.add_argument('--mlir-opt', default='mlir-opt')
+    ap.add_argument('--mlir-runner', default='mlir-runner')
+    ap.add_argument('--lib-dir', default='/usr/lib/llvm-22/lib')
     args = ap.parse_args()
+    global RUNTIME_WEIGHTS
+    RUNTIME_WEIGHTS = args.runtime_weights
     os.makedirs(args.work_dir, exist_ok=True)
     start = time.time()
     failures = 0
     try:
-        check_roundtrip(args)
+        if not RUNTIME_WEIGHTS:
+            check_roundtrip(args)
     except CaseFailure as e:
         print('FAILED round trip: %s' % e)
         failures += 1

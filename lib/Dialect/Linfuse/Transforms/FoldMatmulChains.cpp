@@ -7,11 +7,11 @@
 // run-time FLOPs drop; sums of linear branches of one input (LoRA) become one
 // matmul; constant input scales (norm gamma) move into the weights.
 //
-// The weight algebra is written once, over two algebras: constants are
-// multiplied now, in f64 (ConstantAlgebra); run-time `linfuse.weight`
-// arguments get the products emitted as IR in f32 (IRAlgebra), which
-// `--linfuse-lift-weight-packing` then moves into the one-time packing
-// function. Either way the folded weight is rounded once.
+// The rewrites are written once, over two weight algebras: constants are
+// multiplied now, in f64 (ConstantAlgebra); for run-time `linfuse.weight`
+// arguments the products are emitted as IR (IRAlgebra: f64, f32 for
+// f16/bf16), which `--linfuse-lift-weight-packing` then moves into the
+// one-time packing function. Either way the folded weight is rounded once.
 //
 //===----------------------------------------------------------------------===//
 
@@ -107,9 +107,8 @@ std::optional<LinearStep> matchLinearStep(Operation *op) {
       (mm->layout == WeightLayout::NK) != (mm->weightTranspose != nullptr);
   step.constant = isConstantMatrix(mm->rhs) &&
                   (!mm->biasAdd || isConstantMatrix(mm->biasAdd->bias));
-  if (!step.constant &&
-      (!isLoadTimeValue(mm->rhs) ||
-       (mm->biasAdd && !isLoadTimeValue(mm->biasAdd->bias))))
+  if (!step.constant && (!isLoadTimeValue(mm->rhs) ||
+                         (mm->biasAdd && !isLoadTimeValue(mm->biasAdd->bias))))
     return std::nullopt;
   // A matmul of weights only is load-time work (the products this pass emits
   // for run-time weights among them), not a step of a run-time chain.
@@ -319,7 +318,7 @@ struct ConstantAlgebra {
 };
 
 /// Load-time values (`linfuse.weight` arguments): the same algebra emitted
-/// as IR, accumulated in f32 (f64 for f64) and rounded once by `store`.
+/// as IR, accumulated in f64 (f32 for f16/bf16) and rounded once by `store`.
 struct IRAlgebra {
   using M = Value;
   OpBuilder &b;
@@ -383,8 +382,7 @@ FailureOr<typename Alg::M> applyScale(Alg &alg, typename Alg::M m,
 }
 
 /// A folded linear map `x · W + c` before it is stored.
-template <typename M>
-struct FoldedLinear {
+template <typename M> struct FoldedLinear {
   M w;
   std::optional<M> c;
 };
@@ -521,12 +519,10 @@ struct FoldLinearChain : OpRewritePattern<linalg::MatmulOp> {
   }
 
   template <typename Alg>
-  LogicalResult rewrite(Alg &alg, PatternRewriter &rewriter,
-                        ArrayRef<LinearStep> steps,
-                        ArrayRef<std::pair<size_t, size_t>> segments,
-                        ArrayRef<int64_t> dims,
-                        const std::optional<Scale> &absorbed,
-                        Value chainInput) const {
+  LogicalResult
+  rewrite(Alg &alg, PatternRewriter &rewriter, ArrayRef<LinearStep> steps,
+          ArrayRef<std::pair<size_t, size_t>> segments, ArrayRef<int64_t> dims,
+          const std::optional<Scale> &absorbed, Value chainInput) const {
     using M = typename Alg::M;
     size_t n = steps.size();
     // Compute every folded segment's map before changing anything: reading
@@ -753,8 +749,8 @@ struct FoldLinearSum : RewritePattern {
           sum.w = alg.addScaled(l->w, r->w, 1.0);
           if (r->c)
             sum.c = sum.c ? alg.addScaled(*sum.c, *r->c, 1.0) : *r->c;
-          Value folded = buildLinear(alg, rewriter, lhs->x, sum, lhs->n,
-                                        *lhs->anyStep);
+          Value folded =
+              buildLinear(alg, rewriter, lhs->x, sum, lhs->n, *lhs->anyStep);
           emitOptimizationRemark(folded.getDefiningOp(),
                                  "folded a sum of linear branches (LoRA) "
                                  "into one matmul, FLOPs per row " +
@@ -809,10 +805,10 @@ struct FoldInputScale : RewritePattern {
     }
     if (users.empty())
       return failure();
-    bool constant = scale->isConstant() &&
-                    llvm::all_of(users, [](const LinearStep &user) {
-                      return user.constant;
-                    });
+    bool constant =
+        scale->isConstant() && llvm::all_of(users, [](const LinearStep &user) {
+          return user.constant;
+        });
     LogicalResult result = withAlgebra(
         constant, rewriter, threshold, users.front().mm.weightElementType(),
         op->getLoc(), [&](auto &alg) -> LogicalResult {
@@ -841,8 +837,8 @@ struct FoldInputScale : RewritePattern {
               user.mm.op->setOperand(0, scale->input);
               user.mm.op->setOperand(1, weight);
             });
-            emitOptimizationRemark(
-                user.mm.op, "folded an input scale into the weight");
+            emitOptimizationRemark(user.mm.op,
+                                   "folded an input scale into the weight");
           }
           return success();
         });
@@ -915,7 +911,7 @@ struct FoldMatmulChainsPass
           why = "bias " + describeValue(info->biasAdd->bias) +
                 " is neither a constant nor a linfuse.weight argument";
         else if (isLoadTimeValue(info->lhs))
-          why = "it computes weights only";
+          return; // Weight-only work (this pass's own products among it).
         else
           why = "accumulator is not a zero fill";
         break;

@@ -10,6 +10,7 @@
 #include "linfuse/Dialect/Linfuse/Transforms/PassStatistics.h"
 #include "linfuse/Dialect/Linfuse/Transforms/Passes.h"
 #include "linfuse/Dialect/Linfuse/Transforms/Remarks.h"
+#include "linfuse/Dialect/Linfuse/Transforms/WeightValues.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -32,7 +33,7 @@ namespace linfuse {
 using namespace mlir;
 using namespace mlir::linfuse;
 
-static constexpr StringLiteral kWeightAttr = "linfuse.weight";
+static constexpr StringLiteral kWeightAttr = kWeightArgAttr;
 static constexpr StringLiteral kPackedAttr = "linfuse.packed";
 static constexpr StringLiteral kPackFunctionAttr = "linfuse.pack_function";
 

@@ -15,21 +15,25 @@ WeightProductBuilder::WeightProductBuilder(OpBuilder &b, Location loc,
     : b(b), loc(loc), acc(accumulationType(weightType)) {}
 
 Type WeightProductBuilder::accumulationType(Type weightType) {
-  if (weightType.isF64())
-    return weightType;
+  // As the compile-time fold: f64 for f32 (and f64) weights. f16/bf16 have
+  // 11 and 8 significant bits, so f32 sums round them correctly in all but
+  // pathological cancellations, at half the cost of f64 (which GPUs run
+  // slowly).
+  if (weightType.getIntOrFloatBitWidth() >= 32)
+    return Float64Type::get(weightType.getContext());
   return Float32Type::get(weightType.getContext());
 }
 
 /// An element-wise linalg.generic over `type` reading `inputs` through
 /// `maps` (the output map is the identity).
-static Value buildElementwise(
-    OpBuilder &b, Location loc, RankedTensorType type, ValueRange inputs,
-    ArrayRef<AffineMap> maps,
-    function_ref<Value(OpBuilder &, Location, ValueRange)> body) {
+static Value
+buildElementwise(OpBuilder &b, Location loc, RankedTensorType type,
+                 ValueRange inputs, ArrayRef<AffineMap> maps,
+                 function_ref<Value(OpBuilder &, Location, ValueRange)> body) {
   Value empty = tensor::EmptyOp::create(b, loc, type, ValueRange{});
   SmallVector<AffineMap> allMaps(maps);
-  allMaps.push_back(AffineMap::getMultiDimIdentityMap(type.getRank(),
-                                                      b.getContext()));
+  allMaps.push_back(
+      AffineMap::getMultiDimIdentityMap(type.getRank(), b.getContext()));
   SmallVector<utils::IteratorType> iterators(type.getRank(),
                                              utils::IteratorType::parallel);
   return linalg::GenericOp::create(
@@ -47,10 +51,10 @@ Value WeightProductBuilder::convert(Value v, Type elementType) {
   Type from = type.getElementType();
   if (from == elementType)
     return v;
-  AffineMap id = AffineMap::getMultiDimIdentityMap(type.getRank(),
-                                                   b.getContext());
-  bool widen = from.getIntOrFloatBitWidth() <
-               elementType.getIntOrFloatBitWidth();
+  AffineMap id =
+      AffineMap::getMultiDimIdentityMap(type.getRank(), b.getContext());
+  bool widen =
+      from.getIntOrFloatBitWidth() < elementType.getIntOrFloatBitWidth();
   return buildElementwise(
       b, loc, type.clone(elementType), v, {id},
       [&](OpBuilder &nb, Location nloc, ValueRange args) -> Value {
@@ -65,16 +69,15 @@ Value WeightProductBuilder::transpose(Value v) {
   auto transposed = RankedTensorType::get(
       {type.getDimSize(1), type.getDimSize(0)}, type.getElementType());
   Value empty = tensor::EmptyOp::create(b, loc, transposed, ValueRange{});
-  return linalg::TransposeOp::create(b, loc, v, empty,
-                                     ArrayRef<int64_t>{1, 0})
+  return linalg::TransposeOp::create(b, loc, v, empty, ArrayRef<int64_t>{1, 0})
       ->getResult(0);
 }
 
 Value WeightProductBuilder::load(Value v, bool transposed) {
   auto type = cast<RankedTensorType>(v.getType());
   if (type.getRank() == 1) {
-    auto row = RankedTensorType::get({1, type.getDimSize(0)},
-                                     type.getElementType());
+    auto row =
+        RankedTensorType::get({1, type.getDimSize(0)}, type.getElementType());
     v = tensor::ExpandShapeOp::create(b, loc, row, v,
                                       ArrayRef<ReassociationIndices>{{0, 1}});
   }
@@ -91,24 +94,23 @@ Value WeightProductBuilder::elementwise(
     function_ref<Value(OpBuilder &, Location, Value, Value)> combine) {
   auto type = cast<RankedTensorType>(a.getType());
   AffineMap id = AffineMap::getMultiDimIdentityMap(2, b.getContext());
-  return buildElementwise(
-      b, loc, type, {a, other}, {id, otherMap},
-      [&](OpBuilder &nb, Location nloc, ValueRange args) {
-        return combine(nb, nloc, args[0], args[1]);
-      });
+  return buildElementwise(b, loc, type, {a, other}, {id, otherMap},
+                          [&](OpBuilder &nb, Location nloc, ValueRange args) {
+                            return combine(nb, nloc, args[0], args[1]);
+                          });
 }
 
 Value WeightProductBuilder::addScaled(Value a, Value other, double s) {
   AffineMap id = AffineMap::getMultiDimIdentityMap(2, b.getContext());
-  return elementwise(a, other, id,
-                     [&](OpBuilder &nb, Location nloc, Value x, Value y) {
-                       if (s != 1.0) {
-                         Value sv = arith::ConstantOp::create(
-                             nb, nloc, nb.getFloatAttr(acc, s));
-                         y = arith::MulFOp::create(nb, nloc, y, sv);
-                       }
-                       return arith::AddFOp::create(nb, nloc, x, y);
-                     });
+  return elementwise(
+      a, other, id, [&](OpBuilder &nb, Location nloc, Value x, Value y) {
+        if (s != 1.0) {
+          Value sv =
+              arith::ConstantOp::create(nb, nloc, nb.getFloatAttr(acc, s));
+          y = arith::MulFOp::create(nb, nloc, y, sv);
+        }
+        return arith::AddFOp::create(nb, nloc, x, y);
+      });
 }
 
 Value WeightProductBuilder::scale(Value a, double s) {
@@ -117,12 +119,11 @@ Value WeightProductBuilder::scale(Value a, double s) {
   auto type = cast<RankedTensorType>(a.getType());
   AffineMap id = AffineMap::getMultiDimIdentityMap(2, b.getContext());
   Value sv = arith::ConstantOp::create(b, loc, b.getFloatAttr(acc, s));
-  return buildElementwise(b, loc, type, a, {id},
-                          [&](OpBuilder &nb, Location nloc, ValueRange args) {
-                            return arith::MulFOp::create(nb, nloc, args[0],
-                                                         sv)
-                                .getResult();
-                          });
+  return buildElementwise(
+      b, loc, type, a, {id},
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        return arith::MulFOp::create(nb, nloc, args[0], sv).getResult();
+      });
 }
 
 Value WeightProductBuilder::scaleRows(Value m, Value g) {

@@ -72,11 +72,12 @@ def MergeParallelMatmulsPass : Pass<"linfuse-merge-parallel-matmuls"> {
 }
 
 def FoldMatmulChainsPass : Pass<"linfuse-fold-matmul-chains"> {
-  let summary = "Pre-multiply constant weights of linear matmul chains, LoRA "
+  let summary = "Pre-multiply the weights of linear matmul chains, LoRA "
                 "adapters and input scales";
   let description = [{
-    Three rewrites of matmuls with constant weights, whose intermediate
-    results have no other use:
+    Three rewrites of matmuls whose weights are known before the first call
+    (constants, or `linfuse.weight` function arguments and values computed
+    from them alone) and whose intermediate results have no other use:
 
     * **Chains** `x·A·B(·C…)` with nothing non-linear between them
       (bias-adds are linear: `(x·A + a)·B = x·(AB) + aB`) are re-associated.
@@ -92,7 +93,11 @@ def FoldMatmulChainsPass : Pass<"linfuse-fold-matmul-chains"> {
       (RMSNorm/LayerNorm gamma) or a constant scalar, when every user of the
       scaled value is such a matmul, is folded into the weights' rows.
 
-    Products accumulate in f64 and are rounded once to the weights' type.
+    Constant products are computed at compile time, in f64, and rounded
+    once to the weights' type. For `linfuse.weight` arguments the products
+    are emitted as IR instead (f64 accumulation, f32 for f16/bf16 weights,
+    rounded once), for `--linfuse-lift-weight-packing` to move into the
+    one-time packing function. Plain function arguments are never folded.
 
     `policy=cost` (default) folds only when run-time FLOPs drop; `always`
     folds whole chains regardless; `never` disables the pass. With

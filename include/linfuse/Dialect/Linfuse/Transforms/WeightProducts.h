@@ -1,11 +1,12 @@
-//===- WeightProducts.h - weight algebra emitted as IR ------------*- C++ -*-===//
+//===- WeightProducts.h - weight algebra emitted as IR ------------*- C++
+//-*-===//
 //
 // Folding a chain whose weights are run-time `linfuse.weight` arguments
 // cannot compute `A·B` at compile time; it emits the product as IR instead,
 // which depends on weights only, so `--linfuse-lift-weight-packing` moves it
 // into the one-time packing function. The products are computed in an
-// accumulation type (f32 for f16/bf16/f32 weights, f64 for f64) and rounded
-// once, by `store`, like the compile-time fold does in f64.
+// accumulation type (f64 for f32/f64 weights, as the compile-time fold does;
+// f32 for f16/bf16) and rounded once, by `store`.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,9 +43,9 @@ public:
   Value store(Value m, RankedTensorType type, bool transposed = false);
 
 private:
-  Value elementwise(Value a, Value b, AffineMap bMap,
-                    function_ref<Value(OpBuilder &, Location, Value, Value)>
-                        combine);
+  Value
+  elementwise(Value a, Value b, AffineMap bMap,
+              function_ref<Value(OpBuilder &, Location, Value, Value)> combine);
   Value convert(Value v, Type elementType);
   Value transpose(Value v);
 

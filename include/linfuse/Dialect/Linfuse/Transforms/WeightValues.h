@@ -1,4 +1,5 @@
-//===- WeightValues.h - what a value is computed from -------------*- C++ -*-===//
+//===- WeightValues.h - what a value is computed from -------------*- C++
+//-*-===//
 //
 // Folding may pre-multiply weights only when they are known before the first
 // call: constants (folded at compile time) or `linfuse.weight` function
