@@ -1,9 +1,15 @@
 //===- Pipelines.cpp - linfuse pass pipelines -----------------------------===//
 
 #include "linfuse/Pipelines/Pipelines.h"
+#include "linfuse/Conversion/Passes.h"
 #include "linfuse/Dialect/Linfuse/Transforms/Passes.h"
 
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
@@ -26,6 +32,46 @@ void mlir::linfuse::buildOptimizePipeline(
   }
 }
 
+/// Tensors -> memrefs; shared by the host and device lowerings.
+static void addBufferization(OpPassManager &pm) {
+  pm.addPass(createReadOnlyArgumentsPass());
+  bufferization::OneShotBufferizePassOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  // Callers (linfuse-run, linfuse-compile's C API) get contiguous results
+  // they own; views of merged results inside a function stay views.
+  bufferize.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  bufferization::buildBufferDeallocationPipeline(pm);
+  pm.addPass(createConvertBufferizationToMemRefPass());
+}
+
+void mlir::linfuse::buildLowerToCPUPipeline(
+    OpPassManager &pm, const LowerToCPUPipelineOptions &options) {
+  RaiseToGemmPassOptions raise;
+  raise.epilogues = options.epilogues;
+  pm.addPass(createRaiseToGemmPass(raise));
+  pm.addPass(createCanonicalizerPass());
+  addBufferization(pm);
+  ConvertGemmToRuntimePassOptions runtime;
+  runtime.target = "cpu";
+  pm.addPass(createConvertGemmToRuntimePass(runtime));
+  pm.addPass(createConvertLinalgToLoopsPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
+  if (options.cInterface)
+    pm.addPass(createAttachCInterfacePass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createConvertToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+}
+
 void mlir::linfuse::registerLinfusePipelines() {
   PassPipelineRegistration<OptimizePipelineOptions>(
       "linfuse-optimize",
@@ -34,4 +80,11 @@ void mlir::linfuse::registerLinfusePipelines() {
       "cse (with lift-weights=true: then lift weight packing). Emits upstream "
       "linalg/tensor/arith/func ops only.",
       buildOptimizePipeline);
+  PassPipelineRegistration<LowerToCPUPipelineOptions>(
+      "linfuse-lower-to-cpu",
+      "Host lowering: raise matmuls to linfuse.gemm (with bias/activation "
+      "epilogues), bufferize, call liblinfuse_runtime (CBLAS) for GEMMs, "
+      "loops for the rest, LLVM dialect out. Input: optimized "
+      "linalg-on-tensors.",
+      buildLowerToCPUPipeline);
 }

@@ -1,6 +1,7 @@
 //===- InitAllLinfuse.cpp - register linfuse with a tool ------------------===//
 
 #include "linfuse/InitAllLinfuse.h"
+#include "linfuse/Conversion/Passes.h"
 #include "linfuse/Dialect/Linfuse/IR/LinfuseDialect.h"
 #include "linfuse/Dialect/Linfuse/Transforms/BufferizableOpInterfaceImpl.h"
 #include "linfuse/Dialect/Linfuse/Transforms/Passes.h"
@@ -15,5 +16,6 @@ void mlir::linfuse::registerLinfuseDialects(DialectRegistry &registry) {
 
 void mlir::linfuse::registerAllLinfusePasses() {
   registerLinfusePasses();
+  registerLinfuseConversionPasses();
   registerLinfusePipelines();
 }

@@ -34,7 +34,29 @@ struct OptimizePipelineOptions
 void buildOptimizePipeline(OpPassManager &pm,
                            const OptimizePipelineOptions &options);
 
-/// Registers `--linfuse-optimize` (and later the lowering pipelines).
+/// Options of `--linfuse-lower-to-cpu`.
+struct LowerToCPUPipelineOptions
+    : public PassPipelineOptions<LowerToCPUPipelineOptions> {
+  PassOptions::Option<bool> epilogues{
+      *this, "epilogues",
+      llvm::cl::desc("Absorb bias-adds and activations into GEMM epilogues"),
+      llvm::cl::init(true)};
+  PassOptions::Option<bool> cInterface{
+      *this, "c-interface",
+      llvm::cl::desc("Emit `_mlir_ciface_<name>` for public functions"),
+      llvm::cl::init(true)};
+};
+
+/// Optimized linalg-on-tensors -> LLVM dialect for the host: raise matmuls
+/// to `linfuse.gemm`, one-shot bufferize (function boundaries, identity
+/// layouts at the boundary; slices inside stay strided views), deallocate,
+/// turn GEMMs into `liblinfuse_runtime` calls (CBLAS), the remaining linalg
+/// into loops, and everything into the LLVM dialect. Anchored on
+/// builtin.module.
+void buildLowerToCPUPipeline(OpPassManager &pm,
+                             const LowerToCPUPipelineOptions &options);
+
+/// Registers `--linfuse-optimize` and `--linfuse-lower-to-cpu`.
 void registerLinfusePipelines();
 
 } // namespace linfuse

@@ -178,6 +178,50 @@ def LiftWeightPackingPass : Pass<"linfuse-lift-weight-packing", "::mlir::ModuleO
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 
+def RaiseToGemmPass : Pass<"linfuse-raise-to-gemm"> {
+  let summary = "Raise linalg matmuls, with their bias-add and activation, to "
+                "linfuse.gemm";
+  let description = [{
+    The first step of the lowering pipelines. Each `linalg.matmul` or
+    `linalg.batch_matmul` on tensors whose indexing maps are plain or
+    transpose A and/or B (the forms `linalg.matmul indexing_maps = [...]`
+    and torch-mlir emit), with A and B of one element type (f32, f16, bf16)
+    and C of that type or f32, becomes one `linfuse.gemm`:
+
+    * a `linalg.fill` of zero as the accumulator becomes `beta = 0`, and the
+      GEMM writes the filled tensor's destination without reading it;
+    * a bias-add that is the matmul's only user (`linalg.generic` adding a
+      vector along the last dimension, or `linalg.add` of a
+      `linalg.broadcast`) becomes the `bias` operand;
+    * an element-wise activation that is the only user of that result
+      becomes the `epilogue`: relu, gelu (erf or tanh form) or silu. The
+      activation is recognized by evaluating its body, not by the order of
+      its ops, so every importer's spelling is found.
+
+    Anything else (other maps, integer types, a bias-add with other users) is
+    left as it is; matmuls reading slices of a merged result raise like any
+    other (the slices become strided views when bufferized).
+
+    ```mlir
+    %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?x64xf32>) -> tensor<?x64xf32>
+    %y = linalg.matmul ins(%x, %w : tensor<?x32xf32>, tensor<32x64xf32>) outs(%f : ...)
+    %z = linalg.generic {... bias-add ...} ins(%y, %b : ...)
+    %r = linalg.generic {... max(x, 0) ...} ins(%z : ...)
+    // becomes
+    %r = linfuse.gemm ins(%x, %w : tensor<?x32xf32>, tensor<32x64xf32>)
+           bias(%b : tensor<64xf32>) outs(%e : tensor<?x64xf32>)
+           epilogue = <relu> -> tensor<?x64xf32>
+    ```
+
+    Statistics: `gemms-raised`, `biases-fused`, `activations-fused`.
+  }];
+  let dependentDialects = ["::mlir::linfuse::LinfuseDialect"];
+  let options = [
+    Option<"epilogues", "epilogues", "bool", /*default=*/"true",
+           "Absorb bias-adds and activations into the GEMM epilogue">,
+  ];
+}
+
 def FoldConstantWeightsPass : Pass<"linfuse-fold-constant-weights"> {
   let summary = "Concatenate and transpose constant weights at compile time";
   let description = [{

@@ -26,6 +26,12 @@ void populateFoldMatmulChainsPatterns(RewritePatternSet &patterns,
                                       FoldPolicy policy = FoldPolicy::Cost,
                                       int64_t resourceThreshold = 4096);
 
+/// --linfuse-raise-to-gemm: `linalg.matmul` / `linalg.batch_matmul` on
+/// tensors (plain or transposed operand maps) become `linfuse.gemm`; with
+/// `epilogues`, a following single-use bias-add and activation are absorbed.
+void populateRaiseToGemmPatterns(RewritePatternSet &patterns,
+                                 bool epilogues = true);
+
 } // namespace linfuse
 } // namespace mlir
 

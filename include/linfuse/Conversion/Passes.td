@@ -1,0 +1,72 @@
+//===- Passes.td - linfuse conversion passes ---------------*- tablegen -*-===//
+
+#ifndef LINFUSE_CONVERSION_PASSES_TD
+#define LINFUSE_CONVERSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ConvertGemmToRuntimePass : Pass<"linfuse-convert-gemm-to-runtime",
+                                    "::mlir::ModuleOp"> {
+  let summary = "Lower memref linfuse.gemm to calls into liblinfuse_runtime";
+  let description = [{
+    Each `linfuse.gemm` on memrefs becomes a call to
+    `linfuse_<target>_gemm_<ab>_<c>` (for example `linfuse_cpu_gemm_f16_f32`:
+    A and B are f16, C and bias f32), declared in the module if absent, with
+    the C ABI of `include/linfuse/Runtime/Runtime.h`: every operand is cast
+    to an unranked memref (`memref<*xT>`, which the LLVM lowering passes as
+    rank + descriptor pointer, so strided views such as column slices of a
+    merged result go in place), then the flags (transposes, bias), the
+    epilogue code, alpha and beta. Without a bias, C is passed in its place
+    (not read). The call returns a status, which the runtime also records
+    for the driver (`linfuse_last_error`).
+
+    ```mlir
+    linfuse.gemm ins(%a, %b : memref<?x32xf32>, memref<64x32xf32>)
+        bias(%bias : memref<64xf32>) outs(%c : memref<?x64xf32, strided<[192, 1], offset: ?>>)
+        transpose_b epilogue = <relu>
+    // becomes
+    %0 = memref.cast %a : memref<?x32xf32> to memref<*xf32>
+    ...
+    %s = func.call @linfuse_cpu_gemm_f32_f32(%0, %1, %2, %3, %flags, %epi, %alpha, %beta)
+        : (memref<*xf32>, memref<*xf32>, memref<*xf32>, memref<*xf32>, i32, i32, f32, f32) -> i32
+    ```
+
+    A `linfuse.gemm` still on tensors is an error (bufferize first).
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::arith::ArithDialect"];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "Runtime backend: cpu (CBLAS) or cuda (cuBLASLt)">,
+  ];
+}
+
+def AttachCInterfacePass : Pass<"linfuse-attach-c-interface",
+                                "::mlir::ModuleOp"> {
+  let summary = "Give every public function a C interface "
+                "(`_mlir_ciface_<name>`)";
+  let description = [{
+    Sets `llvm.emit_c_interface` on every public `func.func` with a body, so
+    `--convert-func-to-llvm` emits `_mlir_ciface_<name>`, taking memref
+    descriptors by pointer: the entry points of `linfuse-compile`'s shared
+    libraries and of the JIT.
+  }];
+}
+
+def ReadOnlyArgumentsPass : Pass<"linfuse-read-only-arguments",
+                                 "::mlir::ModuleOp"> {
+  let summary = "Never write into the caller's input tensors";
+  let description = [{
+    One-shot bufferization with `bufferize-function-boundaries` treats
+    function arguments as writable, so an element-wise op on an input may
+    update the caller's buffer in place. Compiled functions are called
+    repeatedly on the same inputs (benchmarks, packed weights reused across
+    calls), so this pass marks every tensor argument of every public
+    function `bufferization.writable = false` (unless already annotated):
+    bufferization then copies before writing. Part of the lowering
+    pipelines' calling convention: inputs are read-only.
+  }];
+}
+
+#endif // LINFUSE_CONVERSION_PASSES_TD

@@ -1,0 +1,140 @@
+//===- ConvertGemmToRuntime.cpp - linfuse.gemm to runtime calls -----------===//
+//
+// The runtime, not generated code, owns the GEMM: it picks BLAS or cuBLASLt
+// calls, leading dimensions, workspaces and algorithms. So the lowering of
+// `linfuse.gemm` is a single call with the operands as unranked memrefs
+// (rank + descriptor pointer at the LLVM level: strided views pass in
+// place) and the op's attributes as scalars.
+//
+//===----------------------------------------------------------------------===//
+
+#include "linfuse/Conversion/Passes.h"
+#include "linfuse/Dialect/Linfuse/IR/LinfuseOps.h"
+#include "linfuse/Runtime/Runtime.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace mlir {
+namespace linfuse {
+#define GEN_PASS_DEF_CONVERTGEMMTORUNTIMEPASS
+#include "linfuse/Conversion/Passes.h.inc"
+} // namespace linfuse
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::linfuse;
+
+// The epilogue code passed to the runtime is the enum's value.
+static_assert(static_cast<int>(Epilogue::Relu) == LINFUSE_EPILOGUE_RELU &&
+                  static_cast<int>(Epilogue::GeluErf) ==
+                      LINFUSE_EPILOGUE_GELU_ERF &&
+                  static_cast<int>(Epilogue::GeluTanh) ==
+                      LINFUSE_EPILOGUE_GELU_TANH &&
+                  static_cast<int>(Epilogue::Silu) == LINFUSE_EPILOGUE_SILU,
+              "#linfuse.epilogue and linfuse_epilogue must agree");
+
+static StringRef typeSuffix(Type t) {
+  if (t.isF32())
+    return "f32";
+  if (t.isF16())
+    return "f16";
+  if (t.isBF16())
+    return "bf16";
+  return "";
+}
+
+std::string mlir::linfuse::getGemmRuntimeFunctionName(StringRef target,
+                                                      Type abElementType,
+                                                      Type cElementType) {
+  return ("linfuse_" + target + "_gemm_" + typeSuffix(abElementType) + "_" +
+          typeSuffix(cElementType))
+      .str();
+}
+
+namespace {
+struct ConvertGemmToRuntimePass
+    : public linfuse::impl::ConvertGemmToRuntimePassBase<
+          ConvertGemmToRuntimePass> {
+  using ConvertGemmToRuntimePassBase::ConvertGemmToRuntimePassBase;
+
+  void runOnOperation() override {
+    if (target != "cpu" && target != "cuda") {
+      emitError(getOperation().getLoc())
+          << "linfuse-convert-gemm-to-runtime: unknown target '" << target
+          << "' (expected cpu or cuda)";
+      return signalPassFailure();
+    }
+    SymbolTable symbols(getOperation());
+    SmallVector<GemmOp> gemms;
+    getOperation().walk([&](GemmOp op) { gemms.push_back(op); });
+    for (GemmOp op : gemms)
+      if (failed(convert(op, symbols)))
+        return signalPassFailure();
+  }
+
+  /// `func.func private @name(memref<*xAB> x2, memref<*xC> x2, i32, i32,
+  /// f32, f32) -> i32`, declared once per module.
+  func::FuncOp getOrDeclare(SymbolTable &symbols, StringRef name,
+                            TypeRange argTypes, Type resultType) {
+    if (auto fn = symbols.lookup<func::FuncOp>(name))
+      return fn;
+    ModuleOp module = getOperation();
+    OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+    auto fn = func::FuncOp::create(
+        b, module.getLoc(), name,
+        b.getFunctionType(argTypes, resultType));
+    fn.setPrivate();
+    symbols.insert(fn);
+    return fn;
+  }
+
+  LogicalResult convert(GemmOp op, SymbolTable &symbols) {
+    if (op.hasPureTensorSemantics())
+      return op.emitOpError("must be bufferized before "
+                            "--linfuse-convert-gemm-to-runtime");
+    auto cType = cast<MemRefType>(op.getC().getType());
+    Type abElt = cast<MemRefType>(op.getA().getType()).getElementType();
+    Type cElt = cType.getElementType();
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    auto unranked = [&](Value v) -> Value {
+      auto t = cast<MemRefType>(v.getType());
+      return memref::CastOp::create(
+          b, loc, UnrankedMemRefType::get(t.getElementType(),
+                                          t.getMemorySpace()),
+          v);
+    };
+    Value a = unranked(op.getA()), bm = unranked(op.getB());
+    Value c = unranked(op.getC());
+    Value bias = op.getBias() ? unranked(op.getBias()) : c;
+
+    int32_t flags = (op.getTransposeA() ? LINFUSE_GEMM_TRANSPOSE_A : 0) |
+                    (op.getTransposeB() ? LINFUSE_GEMM_TRANSPOSE_B : 0) |
+                    (op.getBias() ? LINFUSE_GEMM_HAS_BIAS : 0);
+    auto i32 = [&](int32_t v) -> Value {
+      return arith::ConstantIntOp::create(b, loc, v, 32);
+    };
+    auto f32 = [&](APFloat v) -> Value {
+      return arith::ConstantFloatOp::create(b, loc, b.getF32Type(), v);
+    };
+    SmallVector<Value> args = {a,
+                               bm,
+                               bias,
+                               c,
+                               i32(flags),
+                               i32(static_cast<int32_t>(op.getEpilogue())),
+                               f32(op.getAlpha()),
+                               f32(op.getBeta())};
+    std::string name = getGemmRuntimeFunctionName(target, abElt, cElt);
+    func::FuncOp fn = getOrDeclare(symbols, name, ValueRange(args).getTypes(),
+                                   b.getI32Type());
+    func::CallOp::create(b, loc, fn, args);
+    op.erase();
+    return success();
+  }
+};
+} // namespace

@@ -1,0 +1,215 @@
+//===- RaiseToGemm.cpp - linalg matmuls to linfuse.gemm -------------------===//
+//
+// The lowering targets one op: `linfuse.gemm`, which a backend turns into a
+// single BLAS / cuBLASLt call. This pass raises `linalg.matmul` and
+// `linalg.batch_matmul` (plain or transposed operand maps) into it, and
+// absorbs what such a call can do in its epilogue: a zero accumulator
+// (beta = 0, so C is not even read), a following bias-add and a following
+// activation (relu, gelu in either form, silu), each when it is the only
+// user of what came before.
+//
+//===----------------------------------------------------------------------===//
+
+#include "linfuse/Dialect/Linfuse/IR/LinfuseDialect.h"
+#include "linfuse/Dialect/Linfuse/IR/LinfuseOps.h"
+#include "linfuse/Dialect/Linfuse/Transforms/ActivationMatcher.h"
+#include "linfuse/Dialect/Linfuse/Transforms/MatmulMatchers.h"
+#include "linfuse/Dialect/Linfuse/Transforms/PassStatistics.h"
+#include "linfuse/Dialect/Linfuse/Transforms/Passes.h"
+#include "linfuse/Dialect/Linfuse/Transforms/Patterns.h"
+#include "linfuse/Dialect/Linfuse/Transforms/Remarks.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir {
+namespace linfuse {
+#define GEN_PASS_DEF_RAISETOGEMMPASS
+#include "linfuse/Dialect/Linfuse/Transforms/Passes.h.inc"
+} // namespace linfuse
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::linfuse;
+
+namespace {
+
+struct RaiseCounters {
+  int64_t gemms = 0, biases = 0, activations = 0;
+};
+
+/// Which operands a matmul's indexing maps transpose, if the maps are one
+/// of the four (plain / transposed A / transposed B / both) forms, with
+/// `batched` adding a leading batch loop to every operand.
+std::optional<std::pair<bool, bool>> matchTransposes(linalg::LinalgOp op,
+                                                     bool batched) {
+  MLIRContext *ctx = op.getContext();
+  unsigned nb = batched ? 1 : 0;
+  auto map = [&](unsigned r, unsigned c) {
+    SmallVector<AffineExpr> exprs;
+    if (batched)
+      exprs.push_back(getAffineDimExpr(0, ctx));
+    exprs.push_back(getAffineDimExpr(nb + r, ctx));
+    exprs.push_back(getAffineDimExpr(nb + c, ctx));
+    return AffineMap::get(nb + 3, 0, exprs, ctx);
+  };
+  // Loops (b,) m, n, k = 0, 1, 2 after the batch.
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  if (maps.size() != 3 || maps[2] != map(0, 1))
+    return std::nullopt;
+  bool ta, tb;
+  if (maps[0] == map(0, 2))
+    ta = false;
+  else if (maps[0] == map(2, 0))
+    ta = true;
+  else
+    return std::nullopt;
+  if (maps[1] == map(2, 1))
+    tb = false;
+  else if (maps[1] == map(1, 2))
+    tb = true;
+  else
+    return std::nullopt;
+  return std::make_pair(ta, tb);
+}
+
+bool isGemmFloat(Type t) { return t.isF32() || t.isF16() || t.isBF16(); }
+
+/// The single user of `v`, if it has exactly one use.
+Operation *singleUser(Value v) {
+  return v.hasOneUse() ? *v.getUsers().begin() : nullptr;
+}
+
+template <typename MatmulOpTy>
+struct RaiseMatmul : OpRewritePattern<MatmulOpTy> {
+  RaiseMatmul(MLIRContext *ctx, bool epilogues,
+              std::shared_ptr<RaiseCounters> counters)
+      : OpRewritePattern<MatmulOpTy>(ctx), epilogues(epilogues),
+        counters(std::move(counters)) {}
+
+  LogicalResult matchAndRewrite(MatmulOpTy op,
+                                PatternRewriter &rewriter) const override {
+    constexpr bool batched = std::is_same_v<MatmulOpTy, linalg::BatchMatmulOp>;
+    if (!op.hasPureTensorSemantics())
+      return rewriter.notifyMatchFailure(op, "not on tensors");
+    auto transposes = matchTransposes(op, batched);
+    if (!transposes)
+      return rewriter.notifyMatchFailure(op, "unsupported indexing maps");
+    Value a = op.getDpsInputOperand(0)->get();
+    Value b = op.getDpsInputOperand(1)->get();
+    Value init = op.getDpsInitOperand(0)->get();
+    Type abElt = getElementTypeOrSelf(a.getType());
+    Type cElt = getElementTypeOrSelf(init.getType());
+    if (getElementTypeOrSelf(b.getType()) != abElt || !isGemmFloat(abElt) ||
+        (cElt != abElt && !cElt.isF32()))
+      return rewriter.notifyMatchFailure(op, "unsupported element types");
+
+    // C += A·B: a zero fill means beta = 0 and the filled tensor is not
+    // read; the fill goes away (the GEMM writes every element).
+    Value c = init;
+    float beta = 1.0f;
+    if (auto fill = init.getDefiningOp<linalg::FillOp>()) {
+      FloatAttr value;
+      if (fill.hasPureTensorSemantics() &&
+          matchPattern(fill.getInputs()[0], m_Constant(&value)) &&
+          value.getValue().isZero()) {
+        c = fill.getOutputs()[0];
+        beta = 0.0f;
+      }
+    }
+
+    Value result = op->getResult(0);
+    SmallVector<Operation *, 2> absorbed;
+    Value bias;
+    Epilogue epilogue = Epilogue::None;
+    if (epilogues) {
+      if (Operation *user = singleUser(result))
+        if (std::optional<BiasAdd> add = matchBiasAdd(user, result)) {
+          bias = add->bias;
+          result = add->result();
+          absorbed.push_back(add->op);
+        }
+      if (Operation *user = singleUser(result))
+        if (std::optional<Epilogue> act = matchActivation(user)) {
+          epilogue = *act;
+          result = user->getResult(0);
+          absorbed.push_back(user);
+        }
+    }
+
+    // The GEMM goes where the last absorbed op was: the bias (and anything
+    // else it reads) dominates that point.
+    rewriter.setInsertionPoint(absorbed.empty() ? op.getOperation()
+                                                : absorbed.back());
+    auto gemm = GemmOp::create(rewriter, op.getLoc(), a, b, bias, c,
+                               transposes->first, transposes->second, epilogue,
+                               /*alpha=*/1.0f, beta);
+    rewriter.replaceAllUsesWith(result, gemm.getResult());
+    for (Operation *dead : llvm::reverse(absorbed))
+      rewriter.eraseOp(dead);
+    rewriter.eraseOp(op);
+
+    ++counters->gemms;
+    counters->biases += bias ? 1 : 0;
+    counters->activations += epilogue != Epilogue::None;
+    if (remarksEnabled()) {
+      std::string what = "raised to linfuse.gemm";
+      if (bias)
+        what += " with bias";
+      if (epilogue != Epilogue::None)
+        what += (bias ? " and " : " with ") +
+                stringifyEpilogue(epilogue).str() + " epilogue";
+      emitOptimizationRemark(gemm, what);
+    }
+    return success();
+  }
+
+  bool epilogues;
+  std::shared_ptr<RaiseCounters> counters;
+};
+
+void addPatterns(RewritePatternSet &patterns, bool epilogues,
+                 const std::shared_ptr<RaiseCounters> &counters) {
+  MLIRContext *ctx = patterns.getContext();
+  patterns.add<RaiseMatmul<linalg::MatmulOp>,
+               RaiseMatmul<linalg::BatchMatmulOp>>(ctx, epilogues, counters);
+}
+
+struct RaiseToGemmPass
+    : public linfuse::impl::RaiseToGemmPassBase<RaiseToGemmPass> {
+  using RaiseToGemmPassBase::RaiseToGemmPassBase;
+
+  void runOnOperation() override {
+    auto counters = std::make_shared<RaiseCounters>();
+    RewritePatternSet patterns(&getContext());
+    addPatterns(patterns, epilogues, counters);
+    // Only the matched ops change; no folding of unrelated IR.
+    GreedyRewriteConfig config;
+    config.enableFolding(false);
+    config.setStrictness(GreedyRewriteStrictness::ExistingOps);
+    if (failed(
+            applyPatternsGreedily(getOperation(), std::move(patterns), config)))
+      return signalPassFailure();
+    numGemms += counters->gemms;
+    numBiases += counters->biases;
+    numActivations += counters->activations;
+  }
+
+  PassStatistic numGemms{this, "gemms-raised",
+                         "Number of linalg matmuls raised to linfuse.gemm"};
+  PassStatistic numBiases{this, "biases-fused",
+                          "Number of bias-adds absorbed into a GEMM"};
+  PassStatistic numActivations{this, "activations-fused",
+                               "Number of activations absorbed into a GEMM "
+                               "epilogue"};
+};
+
+} // namespace
+
+void mlir::linfuse::populateRaiseToGemmPatterns(RewritePatternSet &patterns,
+                                                bool epilogues) {
+  addPatterns(patterns, epilogues, std::make_shared<RaiseCounters>());
+}

@@ -1,0 +1,196 @@
+//===- linfuse-run.cpp - JIT-execute a linalg-on-tensors function ---------===//
+//
+// iree-run-module for linfuse: optimizes (unless --no-optimize), lowers and
+// JIT-compiles one function, calls it on the given inputs, and prints or
+// saves its results. Every failure is one line on stderr and exit code 1.
+//
+//===----------------------------------------------------------------------===//
+
+#include "linfuse/Execution/Executable.h"
+#include "linfuse/InitAllLinfuse.h"
+#include "linfuse/Runtime/Runtime.h"
+#include "linfuse/Tools/HostArray.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <chrono>
+
+using namespace mlir;
+using namespace mlir::linfuse;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory category("linfuse-run options");
+
+static cl::opt<std::string> inputFile(cl::Positional,
+                                      cl::desc("<input .mlir file>"),
+                                      cl::Required, cl::cat(category));
+static cl::opt<std::string> entry("entry",
+                                  cl::desc("Function to run (default: main)"),
+                                  cl::init("main"), cl::cat(category));
+static cl::opt<std::string>
+    target("target", cl::desc("Where to run: cpu (CBLAS) or cuda"),
+           cl::init("cpu"), cl::cat(category));
+static cl::opt<bool>
+    noOptimize("no-optimize",
+               cl::desc("Skip --linfuse-optimize (the reference path)"),
+               cl::cat(category));
+static cl::list<std::string>
+    inputs("input",
+           cl::desc("One per argument, in order: @file.npy, or a splat such "
+                    "as 2x3xf32=1.5 (bf16 .npy files hold uint16 bits)"),
+           cl::cat(category));
+static cl::list<std::string>
+    outputs("output",
+            cl::desc("One per result: @file.npy (without it, results are "
+                     "printed)"),
+            cl::cat(category));
+static cl::opt<bool>
+    runtimeStats("runtime-stats",
+                 cl::desc("Print gemm_calls and kernel_launches of one call"),
+                 cl::cat(category));
+static cl::opt<unsigned> benchmark(
+    "benchmark",
+    cl::desc("Time N calls after a warm-up call; print median and min"),
+    cl::init(0), cl::cat(category));
+static cl::opt<bool> verbose("verbose",
+                             cl::desc("Print the stages as they run"),
+                             cl::cat(category));
+
+static int fail(const llvm::Twine &message) {
+  llvm::errs() << "linfuse-run: error: " << message << "\n";
+  return 1;
+}
+
+static int fail(llvm::Error err) {
+  std::string message = llvm::toString(std::move(err));
+  return fail(message);
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "linfuse-run: optimize, compile and run a linalg-on-tensors function\n\n"
+      "  linfuse-run model.mlir --input=@x.npy --input=8x8xf32=1 "
+      "--output=@y.npy\n\n"
+      "Arguments marked `linfuse.weight` are packed once (merged and folded "
+      "weights) before the calls; --runtime-stats and --benchmark count and "
+      "time the calls only.\n");
+
+  if (target != "cpu" && target != "cuda")
+    return fail("--target must be cpu or cuda, not '" + target + "'");
+
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  registerLinfuseDialects(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+
+  // Parse errors as one line: "file:line:col: message".
+  std::string parseError;
+  OwningOpRef<ModuleOp> module;
+  {
+    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+      if (diag.getSeverity() == DiagnosticSeverity::Error &&
+          parseError.empty()) {
+        llvm::raw_string_ostream os(parseError);
+        if (auto loc = dyn_cast<FileLineColLoc>(diag.getLocation()))
+          os << loc.getFilename().getValue() << ":" << loc.getLine() << ":"
+             << loc.getColumn() << ": ";
+        os << diag.str();
+      }
+      return success();
+    });
+    auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(inputFile);
+    if (!buffer)
+      return fail(inputFile + ": " + buffer.getError().message());
+    llvm::SourceMgr sourceMgr;
+    sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
+    module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+    if (!module)
+      return fail(parseError.empty() ? inputFile + ": cannot parse"
+                                     : parseError);
+  }
+
+  // Inputs first: a missing file is reported before any compilation.
+  std::vector<HostArray> arrays;
+  for (const std::string &spec : inputs) {
+    auto array = parseInputSpec(spec);
+    if (!array)
+      return fail(array.takeError());
+    arrays.push_back(std::move(*array));
+  }
+
+  CompileOptions options;
+  options.target = target == "cuda" ? Target::CUDA : Target::CPU;
+  options.optimize = !noOptimize;
+  if (verbose)
+    options.progress = [](llvm::StringRef stage) {
+      llvm::errs() << "linfuse-run: " << stage << "\n";
+    };
+  auto exe = Executable::compile(*module, entry, options);
+  if (!exe)
+    return fail(exe.takeError());
+  Executable &executable = **exe;
+  if (!outputs.empty() && outputs.size() != executable.results().size())
+    return fail("@" + entry + " has " +
+                llvm::Twine(executable.results().size()) + " results, got " +
+                llvm::Twine(outputs.size()) + " --output flags");
+  for (const std::string &out : outputs)
+    if (!llvm::StringRef(out).starts_with("@"))
+      return fail("--output must be @file.npy, not '" + out + "'");
+  if (llvm::Error err = executable.bind(std::move(arrays)))
+    return fail(std::move(err));
+
+  linfuse_reset_stats();
+  std::vector<HostArray> results;
+  if (llvm::Error err = executable.run(&results))
+    return fail(std::move(err));
+  linfuse_runtime_stats stats;
+  linfuse_get_stats(&stats);
+
+  if (benchmark > 0) {
+    std::vector<double> ms;
+    for (unsigned i = 0; i < benchmark; ++i) {
+      auto start = std::chrono::steady_clock::now();
+      if (llvm::Error err = executable.run(nullptr))
+        return fail(std::move(err));
+      ms.push_back(std::chrono::duration<double, std::milli>(
+                       std::chrono::steady_clock::now() - start)
+                       .count());
+    }
+    std::sort(ms.begin(), ms.end());
+    llvm::outs() << llvm::format(
+        "benchmark: %u runs, median %.4f ms, min %.4f ms\n",
+        static_cast<unsigned>(ms.size()), ms[ms.size() / 2], ms.front());
+  }
+  if (runtimeStats)
+    llvm::outs() << "gemm_calls: " << stats.gemm_calls
+                 << "\nkernel_launches: " << stats.kernel_launches << "\n";
+
+  for (auto [i, result] : llvm::enumerate(results)) {
+    if (!outputs.empty()) {
+      if (llvm::Error err =
+              writeNpy(llvm::StringRef(outputs[i]).drop_front(), result))
+        return fail(std::move(err));
+      continue;
+    }
+    llvm::outs() << "result[" << i << "]: ";
+    printArray(llvm::outs(), result);
+    llvm::outs() << "\n";
+  }
+  return 0;
+}
