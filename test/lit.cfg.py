@@ -37,6 +37,7 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 tool_dirs = [config.linfuse_tools_dir, config.llvm_tools_dir]
 tools = [
     "linfuse-opt",
+    "linfuse-run",
     ToolSubst("%mlir-opt", os.path.join(config.mlir_tools_dir, "mlir-opt")),
     ToolSubst("%mlir-runner",
               os.path.join(config.mlir_tools_dir, "mlir-runner")),

@@ -84,9 +84,8 @@ struct ConvertGemmToRuntimePass
       return fn;
     ModuleOp module = getOperation();
     OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
-    auto fn = func::FuncOp::create(
-        b, module.getLoc(), name,
-        b.getFunctionType(argTypes, resultType));
+    auto fn = func::FuncOp::create(b, module.getLoc(), name,
+                                   b.getFunctionType(argTypes, resultType));
     fn.setPrivate();
     symbols.insert(fn);
     return fn;
@@ -104,9 +103,8 @@ struct ConvertGemmToRuntimePass
     auto unranked = [&](Value v) -> Value {
       auto t = cast<MemRefType>(v.getType());
       return memref::CastOp::create(
-          b, loc, UnrankedMemRefType::get(t.getElementType(),
-                                          t.getMemorySpace()),
-          v);
+          b, loc,
+          UnrankedMemRefType::get(t.getElementType(), t.getMemorySpace()), v);
     };
     Value a = unranked(op.getA()), bm = unranked(op.getB());
     Value c = unranked(op.getC());

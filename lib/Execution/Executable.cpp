@@ -30,8 +30,8 @@ static llvm::Error makeError(const llvm::Twine &message) {
 std::string TensorSignature::str() const {
   std::string s;
   for (int64_t d : shape)
-    s += (ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d)) +
-         "x";
+    s +=
+        (ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d)) + "x";
   return s + toString(type).str();
 }
 
@@ -81,8 +81,8 @@ public:
               message.empty()) {
             llvm::raw_string_ostream os(message);
             if (auto loc = dyn_cast<FileLineColLoc>(diag.getLocation()))
-              os << loc.getFilename().getValue() << ":" << loc.getLine()
-                 << ":" << loc.getColumn() << ": ";
+              os << loc.getFilename().getValue() << ":" << loc.getLine() << ":"
+                 << loc.getColumn() << ": ";
             os << diag.str();
           }
           return success();
@@ -181,12 +181,12 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
 Executable::~Executable() = default;
 
 /// Checks `array` against `type` (static sizes must agree).
-static llvm::Error checkInput(const HostArray &array, const TensorSignature &type,
-                              size_t index) {
+static llvm::Error checkInput(const HostArray &array,
+                              const TensorSignature &type, size_t index) {
   bool ok = array.type == type.type && array.shape.size() == type.shape.size();
   for (size_t d = 0; ok && d < type.shape.size(); ++d)
-    ok = ShapedType::isDynamic(type.shape[d]) ||
-         type.shape[d] == array.shape[d];
+    ok =
+        ShapedType::isDynamic(type.shape[d]) || type.shape[d] == array.shape[d];
   if (ok)
     return llvm::Error::success();
   return makeError("input " + llvm::Twine(index) + ": expected " + type.str() +
@@ -258,8 +258,7 @@ static HostArray readResult(const int64_t *words, const TensorSignature &type) {
   const int64_t *strides = words + 3 + rank;
   int64_t elt = byteSize(type.type);
   out.data.resize(out.numElements() * elt);
-  const char *base =
-      reinterpret_cast<const char *>(words[1]) + words[2] * elt;
+  const char *base = reinterpret_cast<const char *>(words[1]) + words[2] * elt;
   SmallVector<int64_t> index(rank, 0);
   for (int64_t flat = 0, n = out.numElements(); flat < n; ++flat) {
     int64_t offset = 0;

@@ -1,4 +1,5 @@
-//===- Executable.h - compile and call a function in-process ------*- C++ -*-===//
+//===- Executable.h - compile and call a function in-process ------*- C++
+//-*-===//
 //
 // What linfuse-run (and the Python bindings) do with a linalg-on-tensors
 // function: optimize it (weights marked `linfuse.weight` are lifted into a

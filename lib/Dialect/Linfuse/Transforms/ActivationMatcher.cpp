@@ -198,8 +198,8 @@ std::optional<Epilogue> mlir::linfuse::matchActivation(Operation *op) {
 
   // Points across the shapes of all four functions (negative tails, the
   // kink at 0, the curved region, positive growth).
-  static constexpr double points[] = {-6.0, -3.7, -2.0, -1.1, -0.5, -0.03,
-                                      0.0,  0.02, 0.4,  1.0,  1.7,  3.3, 6.0};
+  static constexpr double points[] = {-6.0, -3.7, -2.0, -1.1, -0.5, -0.03, 0.0,
+                                      0.02, 0.4,  1.0,  1.7,  3.3,  6.0};
   BodyInterpreter interp(body);
   SmallVector<double> got;
   for (double x : points) {

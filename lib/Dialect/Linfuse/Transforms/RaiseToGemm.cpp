@@ -174,8 +174,9 @@ struct RaiseMatmul : OpRewritePattern<MatmulOpTy> {
 void addPatterns(RewritePatternSet &patterns, bool epilogues,
                  const std::shared_ptr<RaiseCounters> &counters) {
   MLIRContext *ctx = patterns.getContext();
-  patterns.add<RaiseMatmul<linalg::MatmulOp>,
-               RaiseMatmul<linalg::BatchMatmulOp>>(ctx, epilogues, counters);
+  patterns
+      .add<RaiseMatmul<linalg::MatmulOp>, RaiseMatmul<linalg::BatchMatmulOp>>(
+          ctx, epilogues, counters);
 }
 
 struct RaiseToGemmPass

@@ -1,0 +1,576 @@
+//===- HostGemm.cpp - linfuse_cpu_gemm on OpenBLAS -----------------------===//
+//
+// C = epilogue(alpha * op(A) * op(B) + beta * C + bias) on the host.
+//
+// f32 operands are handed to cblas_sgemm in place whenever their strides
+// allow it (row-major, or the transpose of row-major, with a leading
+// dimension BLAS accepts); anything else is first copied into a contiguous
+// f32 temporary. f16/bf16 inputs are always widened into such temporaries
+// (products accumulate in f32). sgemm writes an f32 C in place if its
+// strides allow, else an f32 accumulator; one final pass then adds the bias,
+// applies the epilogue and rounds into C (skipped when there is nothing to
+// do).
+//
+// Everything is validated before any operand is read, so a bad descriptor
+// returns an error instead of crashing; no call aborts.
+//
+// Threads: the function keeps no state besides the atomic stats and the
+// recorded error, so callers may run it concurrently (OpenBLAS's pthread
+// build accepts concurrent callers). Each sgemm may use all of OpenBLAS's
+// own threads (OPENBLAS_NUM_THREADS sizes them), so many calling threads
+// can oversubscribe the cores.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RuntimeInternal.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <memory>
+
+using namespace linfuse::runtime;
+
+namespace {
+
+constexpr const char *kFn = "linfuse_cpu_gemm";
+
+//===----------------------------------------------------------------------===//
+// Element types
+//===----------------------------------------------------------------------===//
+
+/// Storage of one IEEE binary16 / bfloat16 element (distinct types, so that
+/// templates can dispatch on them).
+struct Half {
+  uint16_t bits;
+};
+struct BFloat {
+  uint16_t bits;
+};
+
+// std::bit_cast is C++20; the builtin is in GCC >= 11 and Clang.
+uint32_t bitsOf(float f) { return __builtin_bit_cast(uint32_t, f); }
+float floatOf(uint32_t u) { return __builtin_bit_cast(float, u); }
+
+float toFloat(float v) { return v; }
+
+float toFloat(Half h) {
+  uint32_t sign = uint32_t(h.bits & 0x8000) << 16;
+  uint32_t exponent = (h.bits >> 10) & 0x1f;
+  uint32_t mantissa = h.bits & 0x3ff;
+  if (exponent == 0) {
+    // Zero or subnormal: mantissa * 2^-24, exact in f32.
+    float magnitude = float(mantissa) * 0x1p-24f;
+    return floatOf(sign | bitsOf(magnitude));
+  }
+  if (exponent == 0x1f) // Inf, or NaN with its payload kept.
+    return floatOf(sign | 0x7f800000 | (mantissa << 13));
+  return floatOf(sign | ((exponent + 127 - 15) << 23) | (mantissa << 13));
+}
+
+float toFloat(BFloat b) { return floatOf(uint32_t(b.bits) << 16); }
+
+template <typename T> T fromFloat(float v);
+
+template <> float fromFloat<float>(float v) { return v; }
+
+/// Round to nearest even, in integer arithmetic so that it does not depend
+/// on the floating-point environment (flush-to-zero, rounding mode).
+template <> Half fromFloat<Half>(float v) {
+  uint32_t x = bitsOf(v);
+  uint16_t sign = (x >> 16) & 0x8000;
+  x &= 0x7fffffff;
+  if (x > 0x7f800000) // NaN: stays a (quiet) NaN, top payload bits kept.
+    return {uint16_t(sign | 0x7e00 | ((x >> 13) & 0x3ff))};
+  if (x >= 0x477ff000) // >= 65520 (half-way to 2^16) and Inf round to Inf.
+    return {uint16_t(sign | 0x7c00)};
+  if (x >= 0x38800000) { // Normal half (>= 2^-14).
+    // Rebias the exponent; adding 0xfff plus the lowest kept bit rounds the
+    // 13 dropped bits to nearest even (a carry may bump the exponent).
+    uint32_t keptOdd = (x >> 13) & 1;
+    x += (uint32_t(15 - 127) << 23) + 0xfff + keptOdd;
+    return {uint16_t(sign | (x >> 13))};
+  }
+  if (x < 0x33000000) // < 2^-25: rounds to zero (2^-25 itself ties to 0).
+    return {sign};
+  // Subnormal half: the value in units of 2^-24 is significand >> shift.
+  uint32_t significand = (x & 0x7fffff) | 0x800000;
+  uint32_t shift = 126 - (x >> 23); // 14 .. 24
+  uint32_t result = significand >> shift;
+  uint32_t rest = significand & ((1u << shift) - 1);
+  uint32_t halfway = 1u << (shift - 1);
+  if (rest > halfway || (rest == halfway && (result & 1)))
+    ++result; // May carry into the smallest normal, which is still right.
+  return {uint16_t(sign | result)};
+}
+
+template <> BFloat fromFloat<BFloat>(float v) {
+  uint32_t x = bitsOf(v);
+  if ((x & 0x7fffffff) > 0x7f800000) // NaN: keep it one, quiet.
+    return {uint16_t((x >> 16) | 0x40)};
+  x += 0x7fff + ((x >> 16) & 1); // Round to nearest even; overflow -> Inf.
+  return {uint16_t(x >> 16)};
+}
+
+/// Calls `fn` with a value of the storage type of `dtype` (already
+/// validated to be a known code).
+template <typename Fn> void withStorageType(int32_t dtype, Fn &&fn) {
+  switch (dtype) {
+  case LINFUSE_F16:
+    return fn(Half{});
+  case LINFUSE_BF16:
+    return fn(BFloat{});
+  default:
+    return fn(float{});
+  }
+}
+
+int64_t elementSize(int32_t dtype) { return dtype == LINFUSE_F32 ? 4 : 2; }
+
+const char *dtypeName(int32_t dtype) {
+  switch (dtype) {
+  case LINFUSE_F32:
+    return "f32";
+  case LINFUSE_F16:
+    return "f16";
+  case LINFUSE_BF16:
+    return "bf16";
+  default:
+    return "?";
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Operands
+//===----------------------------------------------------------------------===//
+
+/// A rows x cols matrix whose element (i, j) is element
+/// i * rowStride + j * colStride of `data` (strides in elements).
+struct Matrix {
+  char *data;
+  int64_t rows, cols, rowStride, colStride;
+};
+
+/// A validated memref argument of rank 1, 2 or 3: `batch` matrices (1 for
+/// ranks 1 and 2; rank 1 is read as one row) `batchStride` elements apart.
+struct Operand {
+  char *data = nullptr; // aligned + offset
+  int64_t elementSize = 4;
+  int64_t batch = 1, batchStride = 0;
+  int64_t rows = 1, cols = 0, rowStride = 0, colStride = 1;
+
+  Matrix at(int64_t b) const {
+    return {data + b * batchStride * elementSize, rows, cols, rowStride,
+            colStride};
+  }
+};
+
+/// Reads the descriptor of argument `name`, rejecting what would make it
+/// unsafe to use: a null descriptor, negative sizes, and a null data pointer
+/// for a non-empty memref.
+int32_t readOperand(const char *name, int64_t rank, void *descriptor,
+                    int32_t dtype, Operand &out) {
+  if (!descriptor)
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: %s has a null descriptor",
+                kFn, name);
+  const auto *view = static_cast<const linfuse_memref_view *>(descriptor);
+  const int64_t *sizes = view->sizes_and_strides;
+  const int64_t *strides = view->sizes_and_strides + rank;
+  bool empty = false;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (sizes[d] < 0)
+      return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
+                  "%s: %s has a negative size %" PRId64
+                  " in dimension %" PRId64,
+                  kFn, name, sizes[d], d);
+    empty |= sizes[d] == 0;
+  }
+  if (!view->aligned && !empty)
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
+                "%s: %s is not empty but its data pointer is null", kFn, name);
+
+  out.elementSize = elementSize(dtype);
+  out.data =
+      static_cast<char *>(view->aligned) + view->offset * out.elementSize;
+  out.cols = sizes[rank - 1];
+  out.colStride = strides[rank - 1];
+  if (rank >= 2) {
+    out.rows = sizes[rank - 2];
+    out.rowStride = strides[rank - 2];
+  }
+  if (rank == 3) {
+    out.batch = sizes[0];
+    out.batchStride = strides[0];
+  }
+  return LINFUSE_OK;
+}
+
+//===----------------------------------------------------------------------===//
+// Temporaries
+//===----------------------------------------------------------------------===//
+
+struct FreeDeleter {
+  void operator()(float *p) const { std::free(p); }
+};
+using FloatBuffer = std::unique_ptr<float[], FreeDeleter>;
+
+/// malloc rather than new: an allocation failure must become an error
+/// status, whether or not the library is built with exceptions.
+int32_t allocate(int64_t count, const char *what, FloatBuffer &out) {
+  size_t bytes;
+  bool overflow = __builtin_mul_overflow(std::max<int64_t>(count, 1),
+                                         sizeof(float), &bytes);
+  out.reset(overflow ? nullptr : static_cast<float *>(std::malloc(bytes)));
+  if (!out)
+    return fail(LINFUSE_ERROR_OUT_OF_MEMORY,
+                "%s: out of memory allocating %" PRId64 " floats for %s", kFn,
+                count, what);
+  return LINFUSE_OK;
+}
+
+/// Copies `m` (element type `dtype`) into the contiguous row-major `dst`,
+/// widened to f32.
+void gather(int32_t dtype, const Matrix &m, float *dst) {
+  withStorageType(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *src = reinterpret_cast<const T *>(m.data);
+    for (int64_t i = 0; i < m.rows; ++i)
+      for (int64_t j = 0; j < m.cols; ++j)
+        dst[i * m.cols + j] = toFloat(src[i * m.rowStride + j * m.colStride]);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// BLAS layout
+//===----------------------------------------------------------------------===//
+
+/// The leading dimension with which a rows x cols matrix with these strides
+/// can be passed to BLAS as row-major, or 0 if it cannot.
+int64_t rowMajorLd(int64_t rows, int64_t cols, int64_t rowStride,
+                   int64_t colStride) {
+  if (colStride != 1)
+    return 0;
+  // A single row's stride is never used, so any value may come in (MLIR
+  // canonicalizes it freely); BLAS still wants ld >= max(cols, 1).
+  int64_t ld = rows == 1 ? std::max({rowStride, cols, int64_t(1)}) : rowStride;
+  if (ld < std::max<int64_t>(cols, 1) ||
+      ld > std::numeric_limits<blasint>::max())
+    return 0;
+  return ld;
+}
+
+/// How a matrix is passed to cblas_sgemm (row-major order): `data` with
+/// leading dimension `ld`, transposed if `trans`.
+struct BlasMatrix {
+  float *data;
+  blasint ld;
+  bool trans;
+};
+
+/// How an f32 matrix can be used in place: as row-major (`trans` false) or
+/// as the transpose of a row-major matrix (`trans` true). False if neither.
+bool inPlaceLayout(int32_t dtype, const Matrix &m, BlasMatrix &out) {
+  if (dtype != LINFUSE_F32)
+    return false;
+  if (int64_t ld = rowMajorLd(m.rows, m.cols, m.rowStride, m.colStride)) {
+    out = {reinterpret_cast<float *>(m.data), blasint(ld), false};
+    return true;
+  }
+  if (int64_t ld = rowMajorLd(m.cols, m.rows, m.colStride, m.rowStride)) {
+    out = {reinterpret_cast<float *>(m.data), blasint(ld), true};
+    return true;
+  }
+  return false;
+}
+
+/// An input (A or B) of one batch element for sgemm: in place if possible,
+/// else widened into `scratch` (sized for it by the caller).
+BlasMatrix prepareInput(int32_t dtype, const Matrix &m, bool opTrans,
+                        float *scratch) {
+  BlasMatrix blas;
+  if (inPlaceLayout(dtype, m, blas)) {
+    blas.trans = blas.trans != opTrans;
+    return blas;
+  }
+  gather(dtype, m, scratch);
+  return {scratch, blasint(std::max<int64_t>(m.cols, 1)), opTrans};
+}
+
+CBLAS_TRANSPOSE blasTrans(bool trans) {
+  return trans ? CblasTrans : CblasNoTrans;
+}
+
+/// c = alpha * op(a) * op(b) + beta * c, c M x N. A transposed `c` (the
+/// transpose of a row-major matrix) is computed as
+/// c^T = op(b)^T * op(a)^T. beta == 0 does not read c (OpenBLAS).
+void sgemm(const BlasMatrix &a, const BlasMatrix &b, const BlasMatrix &c,
+           int64_t m, int64_t n, int64_t k, float alpha, float beta) {
+  if (c.trans)
+    cblas_sgemm(CblasRowMajor, blasTrans(!b.trans), blasTrans(!a.trans),
+                blasint(n), blasint(m), blasint(k), alpha, b.data, b.ld, a.data,
+                a.ld, beta, c.data, c.ld);
+  else
+    cblas_sgemm(CblasRowMajor, blasTrans(a.trans), blasTrans(b.trans),
+                blasint(m), blasint(n), blasint(k), alpha, a.data, a.ld, b.data,
+                b.ld, beta, c.data, c.ld);
+}
+
+//===----------------------------------------------------------------------===//
+// Bias, epilogue and rounding
+//===----------------------------------------------------------------------===//
+
+template <int Epilogue> float applyEpilogue(float x) {
+  switch (Epilogue) {
+  case LINFUSE_EPILOGUE_RELU:
+    return x < 0.0f ? 0.0f : x; // NaN stays NaN.
+  case LINFUSE_EPILOGUE_GELU_ERF: {
+    constexpr float kSqrtHalf = 0.7071067811865476f; // 1 / sqrt(2)
+    return 0.5f * x * (1.0f + std::erf(x * kSqrtHalf));
+  }
+  case LINFUSE_EPILOGUE_GELU_TANH: {
+    constexpr float kSqrt2OverPi = 0.7978845608028654f;
+    return 0.5f * x *
+           (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+  }
+  case LINFUSE_EPILOGUE_SILU:
+    return x / (1.0f + std::exp(-x));
+  default:
+    return x;
+  }
+}
+
+/// The final pass over one batch element.
+struct Finish {
+  const BlasMatrix *acc; // the f32 M x N result: C itself or a temporary
+  Matrix c;              // the output, of c_type
+  const float *bias;     // N values, or null
+};
+
+template <typename T, int Epilogue> void finishLoop(const Finish &f) {
+  T *c = reinterpret_cast<T *>(f.c.data);
+  const BlasMatrix &acc = *f.acc;
+  int64_t accRowStride = acc.trans ? 1 : acc.ld;
+  int64_t accColStride = acc.trans ? acc.ld : 1;
+  for (int64_t i = 0; i < f.c.rows; ++i)
+    for (int64_t j = 0; j < f.c.cols; ++j) {
+      float x = acc.data[i * accRowStride + j * accColStride];
+      if (f.bias)
+        x += f.bias[j];
+      c[i * f.c.rowStride + j * f.c.colStride] =
+          fromFloat<T>(applyEpilogue<Epilogue>(x));
+    }
+}
+
+/// C = round(epilogue(acc + bias)), in one pass (acc may be C itself).
+void finish(int32_t cType, int32_t epilogue, const Finish &f) {
+  withStorageType(cType, [&](auto tag) {
+    using T = decltype(tag);
+    switch (epilogue) {
+    case LINFUSE_EPILOGUE_RELU:
+      return finishLoop<T, LINFUSE_EPILOGUE_RELU>(f);
+    case LINFUSE_EPILOGUE_GELU_ERF:
+      return finishLoop<T, LINFUSE_EPILOGUE_GELU_ERF>(f);
+    case LINFUSE_EPILOGUE_GELU_TANH:
+      return finishLoop<T, LINFUSE_EPILOGUE_GELU_TANH>(f);
+    case LINFUSE_EPILOGUE_SILU:
+      return finishLoop<T, LINFUSE_EPILOGUE_SILU>(f);
+    default:
+      return finishLoop<T, LINFUSE_EPILOGUE_NONE>(f);
+    }
+  });
+}
+
+/// acc = beta * acc for K == 0 (no BLAS call: its ld checks would reject
+/// the empty A and B). beta == 0 writes zeros without reading.
+void scale(const BlasMatrix &acc, int64_t m, int64_t n, float beta) {
+  int64_t rows = acc.trans ? n : m, cols = acc.trans ? m : n;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      float &x = acc.data[i * acc.ld + j];
+      x = beta == 0.0f ? 0.0f : beta * x;
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// Validation
+//===----------------------------------------------------------------------===//
+
+struct Problem {
+  Operand a, b, c, bias;
+  int64_t batch, m, n, k;
+};
+
+int32_t validateCodes(int32_t abType, int32_t cType, int32_t flags,
+                      int32_t epilogue) {
+  auto known = [](int32_t dtype) {
+    return dtype == LINFUSE_F32 || dtype == LINFUSE_F16 ||
+           dtype == LINFUSE_BF16;
+  };
+  if (!known(abType))
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: unknown ab_type code %d",
+                kFn, abType);
+  if (!known(cType))
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: unknown c_type code %d",
+                kFn, cType);
+  if (cType != abType && cType != LINFUSE_F32)
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
+                "%s: c_type %s must be ab_type (%s) or f32", kFn,
+                dtypeName(cType), dtypeName(abType));
+  constexpr int32_t kKnownFlags = LINFUSE_GEMM_TRANSPOSE_A |
+                                  LINFUSE_GEMM_TRANSPOSE_B |
+                                  LINFUSE_GEMM_HAS_BIAS;
+  if (flags & ~kKnownFlags)
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: unknown flags 0x%x", kFn,
+                unsigned(flags & ~kKnownFlags));
+  if (epilogue < LINFUSE_EPILOGUE_NONE || epilogue > LINFUSE_EPILOGUE_SILU)
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: unknown epilogue code %d",
+                kFn, epilogue);
+  return LINFUSE_OK;
+}
+
+int32_t validateShapes(int64_t aRank, void *a, int64_t bRank, void *b,
+                       int64_t biasRank, void *bias, int64_t cRank, void *c,
+                       int32_t abType, int32_t cType, int32_t flags,
+                       Problem &p) {
+  if ((aRank != 2 && aRank != 3) || bRank != aRank || cRank != aRank)
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
+                "%s: A, B and C must all have rank 2 or all rank 3, got ranks "
+                "%" PRId64 ", %" PRId64 " and %" PRId64,
+                kFn, aRank, bRank, cRank);
+  bool hasBias = flags & LINFUSE_GEMM_HAS_BIAS;
+  if (hasBias && biasRank != 1)
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
+                "%s: bias must have rank 1, got rank %" PRId64, kFn, biasRank);
+  if (int32_t s = readOperand("A", aRank, a, abType, p.a))
+    return s;
+  if (int32_t s = readOperand("B", bRank, b, abType, p.b))
+    return s;
+  if (int32_t s = readOperand("C", cRank, c, cType, p.c))
+    return s;
+  if (hasBias)
+    if (int32_t s = readOperand("bias", 1, bias, cType, p.bias))
+      return s;
+
+  // op(A) is M x K, op(B) is K x N.
+  bool transA = flags & LINFUSE_GEMM_TRANSPOSE_A;
+  bool transB = flags & LINFUSE_GEMM_TRANSPOSE_B;
+  int64_t am = transA ? p.a.cols : p.a.rows, ak = transA ? p.a.rows : p.a.cols;
+  int64_t bk = transB ? p.b.cols : p.b.rows, bn = transB ? p.b.rows : p.b.cols;
+  if (p.a.batch != p.b.batch || p.a.batch != p.c.batch)
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
+                "%s: batch mismatch: A has %" PRId64 ", B has %" PRId64
+                ", C has %" PRId64,
+                kFn, p.a.batch, p.b.batch, p.c.batch);
+  if (ak != bk)
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
+                "%s: K mismatch: op(A) is %" PRId64 "x%" PRId64
+                " but op(B) is %" PRId64 "x%" PRId64,
+                kFn, am, ak, bk, bn);
+  if (am != p.c.rows)
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
+                "%s: M mismatch: op(A) is %" PRId64 "x%" PRId64
+                " but C is %" PRId64 "x%" PRId64,
+                kFn, am, ak, p.c.rows, p.c.cols);
+  if (bn != p.c.cols)
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
+                "%s: N mismatch: op(B) is %" PRId64 "x%" PRId64
+                " but C is %" PRId64 "x%" PRId64,
+                kFn, bk, bn, p.c.rows, p.c.cols);
+  if (hasBias && p.bias.cols != bn)
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
+                "%s: N mismatch: bias has %" PRId64
+                " elements but C is %" PRId64 "x%" PRId64,
+                kFn, p.bias.cols, p.c.rows, p.c.cols);
+  p.batch = p.c.batch;
+  p.m = am;
+  p.n = bn;
+  p.k = ak;
+
+  // Temporaries use ld = cols, so only the sizes themselves must fit.
+  constexpr int64_t kMaxBlas = std::numeric_limits<blasint>::max();
+  if (p.m > kMaxBlas || p.n > kMaxBlas || p.k > kMaxBlas)
+    return fail(LINFUSE_ERROR_UNSUPPORTED,
+                "%s: M=%" PRId64 ", N=%" PRId64 ", K=%" PRId64
+                " exceeds the BLAS integer range (%" PRId64 ")",
+                kFn, p.m, p.n, p.k, kMaxBlas);
+  return LINFUSE_OK;
+}
+
+} // namespace
+
+int32_t linfuse_cpu_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
+                         int64_t bias_rank, void *bias, int64_t c_rank, void *c,
+                         int32_t ab_type, int32_t c_type, int32_t flags,
+                         int32_t epilogue, float alpha, float beta) {
+  if (int32_t s = validateCodes(ab_type, c_type, flags, epilogue))
+    return s;
+  Problem p;
+  if (int32_t s = validateShapes(a_rank, a, b_rank, b, bias_rank, bias, c_rank,
+                                 c, ab_type, c_type, flags, p))
+    return s;
+  countGemmCall();
+  if (p.batch == 0 || p.m == 0 || p.n == 0)
+    return LINFUSE_OK;
+
+  bool transA = flags & LINFUSE_GEMM_TRANSPOSE_A;
+  bool transB = flags & LINFUSE_GEMM_TRANSPOSE_B;
+  bool hasBias = flags & LINFUSE_GEMM_HAS_BIAS;
+
+  // Strides are the same for every batch element, so batch element 0
+  // decides which temporaries are needed; they are reused across the batch.
+  BlasMatrix probe;
+  FloatBuffer aScratch, bScratch, accScratch, biasValues;
+  if (p.k > 0 && !inPlaceLayout(ab_type, p.a.at(0), probe))
+    if (int32_t s = allocate(p.m * p.k, "the A temporary", aScratch))
+      return s;
+  if (p.k > 0 && !inPlaceLayout(ab_type, p.b.at(0), probe))
+    if (int32_t s = allocate(p.k * p.n, "the B temporary", bScratch))
+      return s;
+  // An f32 C that BLAS can address is its own accumulator, whatever the
+  // input type.
+  bool accInC = inPlaceLayout(c_type, p.c.at(0), probe);
+  if (!accInC)
+    if (int32_t s = allocate(p.m * p.n, "the f32 accumulator", accScratch))
+      return s;
+  if (hasBias) {
+    if (int32_t s = allocate(p.n, "the bias", biasValues))
+      return s;
+    gather(c_type, p.bias.at(0), biasValues.get());
+  }
+  // With the accumulator in C, C is done after sgemm unless something is
+  // left to apply.
+  bool needFinish = !accInC || hasBias || epilogue != LINFUSE_EPILOGUE_NONE;
+
+  int64_t launches = 0;
+  for (int64_t batch = 0; batch < p.batch; ++batch) {
+    Matrix cMatrix = p.c.at(batch);
+    BlasMatrix acc;
+    if (accInC) {
+      inPlaceLayout(c_type, cMatrix, acc);
+    } else {
+      acc = {accScratch.get(), blasint(p.n), false};
+      if (beta != 0.0f) // beta == 0 never reads C (it may hold NaN).
+        gather(c_type, cMatrix, acc.data);
+    }
+
+    if (p.k == 0) {
+      scale(acc, p.m, p.n, beta);
+    } else {
+      BlasMatrix aBlas =
+          prepareInput(ab_type, p.a.at(batch), transA, aScratch.get());
+      BlasMatrix bBlas =
+          prepareInput(ab_type, p.b.at(batch), transB, bScratch.get());
+      sgemm(aBlas, bBlas, acc, p.m, p.n, p.k, alpha, beta);
+      ++launches;
+    }
+
+    if (needFinish)
+      finish(c_type, epilogue, {&acc, cMatrix, biasValues.get()});
+  }
+  countKernelLaunches(launches);
+  return LINFUSE_OK;
+}

@@ -1,0 +1,35 @@
+//===- Stats.cpp - Runtime call counters ---------------------------------===//
+//
+// Relaxed atomics: the counters are only summed, never used to order other
+// memory, and calls may come from any thread.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RuntimeInternal.h"
+
+#include <atomic>
+
+namespace {
+std::atomic<int64_t> gemmCalls{0};
+std::atomic<int64_t> kernelLaunches{0};
+} // namespace
+
+void linfuse::runtime::countGemmCall() {
+  gemmCalls.fetch_add(1, std::memory_order_relaxed);
+}
+
+void linfuse::runtime::countKernelLaunches(int64_t launches) {
+  kernelLaunches.fetch_add(launches, std::memory_order_relaxed);
+}
+
+void linfuse_get_stats(linfuse_runtime_stats *out) {
+  if (!out)
+    return;
+  out->gemm_calls = gemmCalls.load(std::memory_order_relaxed);
+  out->kernel_launches = kernelLaunches.load(std::memory_order_relaxed);
+}
+
+void linfuse_reset_stats(void) {
+  gemmCalls.store(0, std::memory_order_relaxed);
+  kernelLaunches.store(0, std::memory_order_relaxed);
+}

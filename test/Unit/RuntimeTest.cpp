@@ -1,0 +1,985 @@
+//===- RuntimeTest.cpp - liblinfuse_runtime host backend tests -----------===//
+//
+// Links only liblinfuse_runtime and GoogleTest (no MLIR), so it also proves
+// that the runtime loads without MLIR. Results are checked against a naive
+// double-precision reference; the test has its own f16/bf16 codecs so it
+// does not trust the runtime's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "linfuse/Runtime/Runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <climits>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kPi = 3.14159265358979323846;
+// The flag bits as int32_t, so that they mix in initializer lists.
+constexpr int32_t kTransA = LINFUSE_GEMM_TRANSPOSE_A;
+constexpr int32_t kTransB = LINFUSE_GEMM_TRANSPOSE_B;
+constexpr int32_t kTransBoth = kTransA | kTransB;
+
+//===----------------------------------------------------------------------===//
+// Element codecs (decoding is exact; encoding only takes exact values)
+//===----------------------------------------------------------------------===//
+
+template <typename To, typename From> To bitCast(From from) {
+  static_assert(sizeof(To) == sizeof(From), "bitCast between sizes");
+  To to;
+  std::memcpy(&to, &from, sizeof(to));
+  return to;
+}
+
+double decodeHalf(uint16_t h) {
+  int exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+  double magnitude = exponent == 0 ? std::ldexp(mantissa, -24)
+                     : exponent == 31
+                         ? (mantissa ? kNaN : INFINITY)
+                         : std::ldexp(1024 + mantissa, exponent - 25);
+  return (h & 0x8000) ? -magnitude : magnitude;
+}
+
+uint16_t encodeHalfExact(double v) {
+  if (std::isnan(v))
+    return 0x7e00;
+  if (v == 0)
+    return std::signbit(v) ? 0x8000 : 0;
+  int e;
+  double m = std::frexp(std::fabs(v), &e); // |v| = (2m) * 2^(e-1)
+  int biased = e + 14;
+  double fraction = std::ldexp(2 * m, 10) - 1024;
+  if (biased < 1 || biased > 30 || fraction != std::floor(fraction))
+    ADD_FAILURE() << v << " is not a normal f16";
+  return uint16_t((v < 0 ? 0x8000 : 0) | (biased << 10) | int(fraction));
+}
+
+uint16_t encodeBFloatExact(double v) {
+  if (std::isnan(v))
+    return 0x7fc0;
+  uint32_t bits = bitCast<uint32_t>(float(v));
+  if (double(float(v)) != v || (bits & 0xffff))
+    ADD_FAILURE() << v << " is not a bf16";
+  return uint16_t(bits >> 16);
+}
+
+//===----------------------------------------------------------------------===//
+// Memrefs
+//===----------------------------------------------------------------------===//
+
+/// A ranked memref descriptor for rank <= 3, laid out as MLIR lays out the
+/// descriptor of that rank: the strides follow the `rank` sizes directly.
+struct Descriptor {
+  void *allocated;
+  void *aligned;
+  int64_t offset;
+  int64_t sizesAndStrides[6];
+};
+static_assert(offsetof(Descriptor, sizesAndStrides) ==
+                  offsetof(linfuse_memref_view, sizes_and_strides),
+              "descriptor layout");
+
+/// A strided view (rank 1 to 3) over a buffer of its own. The buffer holds
+/// everything from element 0 to the view's last element, so views with
+/// padding have neighbours that must stay untouched.
+class Tensor {
+public:
+  Tensor(linfuse_dtype type, std::vector<int64_t> sizes,
+         std::vector<int64_t> strides, int64_t offset = 0)
+      : type(type), sizes(std::move(sizes)), strides(std::move(strides)),
+        offset(offset) {
+    int64_t last = offset;
+    bool empty = false;
+    for (size_t d = 0; d < this->sizes.size(); ++d) {
+      empty |= this->sizes[d] == 0;
+      last += (this->sizes[d] - 1) * this->strides[d];
+    }
+    bytes.assign((empty ? offset : last + 1) * elementSize(), 0);
+  }
+
+  static Tensor contiguous(linfuse_dtype type, std::vector<int64_t> sizes) {
+    std::vector<int64_t> strides(sizes.size());
+    int64_t stride = 1;
+    for (size_t d = sizes.size(); d-- > 0;) {
+      strides[d] = stride;
+      stride *= sizes[d];
+    }
+    return Tensor(type, std::move(sizes), std::move(strides));
+  }
+
+  int64_t rank() const { return int64_t(sizes.size()); }
+  int64_t elementSize() const { return type == LINFUSE_F32 ? 4 : 2; }
+  int64_t storageSize() const { return int64_t(bytes.size()) / elementSize(); }
+
+  double raw(int64_t k) const {
+    if (type == LINFUSE_F32) {
+      float f;
+      std::memcpy(&f, &bytes[k * 4], 4);
+      return f;
+    }
+    uint16_t h = rawBits(k);
+    return type == LINFUSE_F16 ? decodeHalf(h)
+                               : bitCast<float>(uint32_t(h) << 16);
+  }
+  uint16_t rawBits(int64_t k) const {
+    uint16_t h;
+    std::memcpy(&h, &bytes[k * 2], 2);
+    return h;
+  }
+  void setRaw(int64_t k, double v) {
+    if (type == LINFUSE_F32) {
+      float f = float(v);
+      std::memcpy(&bytes[k * 4], &f, 4);
+      return;
+    }
+    uint16_t h =
+        type == LINFUSE_F16 ? encodeHalfExact(v) : encodeBFloatExact(v);
+    std::memcpy(&bytes[k * 2], &h, 2);
+  }
+
+  /// Storage index of element (b, i, j); lower ranks ignore the leading
+  /// indices.
+  int64_t index(int64_t b, int64_t i, int64_t j) const {
+    const int64_t idx[3] = {b, i, j};
+    int64_t k = offset;
+    for (int64_t d = 0; d < rank(); ++d)
+      k += idx[3 - rank() + d] * strides[d];
+    return k;
+  }
+  double at(int64_t b, int64_t i, int64_t j) const {
+    return raw(index(b, i, j));
+  }
+  void set(int64_t b, int64_t i, int64_t j, double v) {
+    setRaw(index(b, i, j), v);
+  }
+
+  void *desc() {
+    descriptor.allocated = descriptor.aligned =
+        nullData ? nullptr : bytes.data();
+    descriptor.offset = offset;
+    for (int64_t d = 0; d < rank(); ++d) {
+      descriptor.sizesAndStrides[d] = sizes[d];
+      descriptor.sizesAndStrides[rank() + d] = strides[d];
+    }
+    return &descriptor;
+  }
+
+  linfuse_dtype type;
+  std::vector<int64_t> sizes, strides;
+  int64_t offset;
+  std::vector<uint8_t> bytes;
+  bool nullData = false;
+
+private:
+  Descriptor descriptor;
+};
+
+/// `t` with its whole buffer (padding too) filled with multiples of 1/8 in [-2,
+/// 2]: exact in f16 and bf16, and their products sum exactly in f32.
+Tensor randomized(Tensor t, uint32_t seed) {
+  uint32_t state = seed * 2654435761u + 12345;
+  for (int64_t k = 0; k < t.storageSize(); ++k) {
+    state = state * 1664525u + 1013904223u;
+    t.setRaw(k, (int((state >> 16) % 33) - 16) / 8.0);
+  }
+  return t;
+}
+
+void fillAll(Tensor &t, double v) {
+  for (int64_t k = 0; k < t.storageSize(); ++k)
+    t.setRaw(k, v);
+}
+
+//===----------------------------------------------------------------------===//
+// Calls and checks
+//===----------------------------------------------------------------------===//
+
+struct Gemm {
+  linfuse_dtype abType = LINFUSE_F32, cType = LINFUSE_F32;
+  int32_t flags = 0;
+  int32_t epilogue = LINFUSE_EPILOGUE_NONE;
+  float alpha = 1.0f, beta = 0.0f;
+
+  /// Without a bias, C is passed again in its place (as the header allows).
+  int32_t run(Tensor &a, Tensor &b, Tensor &c, Tensor *bias = nullptr) const {
+    Tensor &biasArg = bias ? *bias : c;
+    return linfuse_cpu_gemm(a.rank(), a.desc(), b.rank(), b.desc(),
+                            biasArg.rank(), biasArg.desc(), c.rank(), c.desc(),
+                            abType, cType, flags, epilogue, alpha, beta);
+  }
+};
+
+double epilogueRef(int32_t epilogue, double x) {
+  switch (epilogue) {
+  case LINFUSE_EPILOGUE_RELU:
+    return x < 0 ? 0 : x;
+  case LINFUSE_EPILOGUE_GELU_ERF:
+    return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+  case LINFUSE_EPILOGUE_GELU_TANH:
+    return 0.5 * x *
+           (1 + std::tanh(std::sqrt(2 / kPi) * (x + 0.044715 * x * x * x)));
+  case LINFUSE_EPILOGUE_SILU:
+    return x / (1 + std::exp(-x));
+  default:
+    return x;
+  }
+}
+
+/// epilogue(alpha * op(A) op(B) + beta * C + bias) in double, per (b, i, j).
+std::vector<double> reference(const Gemm &g, const Tensor &a, const Tensor &b,
+                              const Tensor &c, const Tensor *bias) {
+  int64_t r = c.rank();
+  int64_t batch = r == 3 ? c.sizes[0] : 1, m = c.sizes[r - 2],
+          n = c.sizes[r - 1];
+  bool transA = g.flags & LINFUSE_GEMM_TRANSPOSE_A;
+  bool transB = g.flags & LINFUSE_GEMM_TRANSPOSE_B;
+  int64_t k = transA ? a.sizes[r - 2] : a.sizes[r - 1];
+  std::vector<double> out;
+  for (int64_t bi = 0; bi < batch; ++bi)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t l = 0; l < k; ++l)
+          acc += (transA ? a.at(bi, l, i) : a.at(bi, i, l)) *
+                 (transB ? b.at(bi, j, l) : b.at(bi, l, j));
+        double x = double(g.alpha) * acc;
+        if (g.beta != 0)
+          x += double(g.beta) * c.at(bi, i, j);
+        if (bias)
+          x += bias->at(0, 0, j);
+        out.push_back(epilogueRef(g.epilogue, x));
+      }
+  return out;
+}
+
+/// Within rounding to C's type (about 1 ulp) plus f32 accumulation.
+void expectClose(const Tensor &c, const std::vector<double> &ref) {
+  double rel = c.type == LINFUSE_F32   ? 1e-5
+               : c.type == LINFUSE_F16 ? 0x1p-10
+                                       : 0x1p-7;
+  int64_t r = c.rank();
+  int64_t batch = r == 3 ? c.sizes[0] : 1;
+  size_t n = 0, failures = 0;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < c.sizes[r - 2]; ++i)
+      for (int64_t j = 0; j < c.sizes[r - 1]; ++j) {
+        double got = c.at(b, i, j), want = ref[n++];
+        bool ok = std::isnan(want)
+                      ? std::isnan(got)
+                      : std::fabs(got - want) <= rel * std::fabs(want) + 1e-5;
+        if (!ok && failures++ < 10)
+          ADD_FAILURE() << "C(" << b << ", " << i << ", " << j << ") = " << got
+                        << ", expected " << want;
+      }
+  EXPECT_EQ(n, ref.size());
+}
+
+/// Every buffer element outside the view is bit-for-bit unchanged.
+void expectOutsideViewUnchanged(const Tensor &before, const Tensor &after) {
+  std::vector<bool> inView(before.storageSize(), false);
+  int64_t r = before.rank();
+  int64_t batch = r == 3 ? before.sizes[0] : 1;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < before.sizes[r - 2]; ++i)
+      for (int64_t j = 0; j < before.sizes[r - 1]; ++j)
+        inView[before.index(b, i, j)] = true;
+  int64_t size = before.elementSize();
+  for (int64_t k = 0; k < before.storageSize(); ++k) {
+    if (inView[k])
+      continue;
+    ASSERT_EQ(
+        0, std::memcmp(&before.bytes[k * size], &after.bytes[k * size], size))
+        << "element " << k << " outside the view changed";
+  }
+}
+
+/// Runs `g`, expects success, the reference result in C's view, nothing
+/// else of C's buffer changed and the inputs unchanged.
+void runAndCheck(const Gemm &g, Tensor &a, Tensor &b, Tensor &c,
+                 Tensor *bias = nullptr) {
+  const Tensor a0 = a, b0 = b, c0 = c;
+  std::vector<double> ref = reference(g, a, b, c, bias);
+  ASSERT_EQ(LINFUSE_OK, g.run(a, b, c, bias)) << linfuse_last_error_message();
+  EXPECT_EQ(LINFUSE_OK, linfuse_last_error());
+  expectClose(c, ref);
+  expectOutsideViewUnchanged(c0, c);
+  EXPECT_EQ(a0.bytes, a.bytes) << "A changed";
+  EXPECT_EQ(b0.bytes, b.bytes) << "B changed";
+}
+
+/// Contiguous operands for op(A): M x K, op(B): K x N, C: M x N.
+struct Operands {
+  Tensor a, b, c;
+};
+Operands contiguousOperands(linfuse_dtype abType, linfuse_dtype cType,
+                            int32_t flags, int64_t m, int64_t n, int64_t k,
+                            std::vector<int64_t> batch = {}) {
+  auto shape = [&](int64_t rows, int64_t cols, bool trans) {
+    std::vector<int64_t> sizes = batch;
+    sizes.push_back(trans ? cols : rows);
+    sizes.push_back(trans ? rows : cols);
+    return sizes;
+  };
+  return {
+      randomized(Tensor::contiguous(abType, shape(m, k, flags & kTransA)), 1),
+      randomized(Tensor::contiguous(abType, shape(k, n, flags & kTransB)), 2),
+      randomized(Tensor::contiguous(cType, shape(m, n, false)), 3)};
+}
+
+class RuntimeTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    linfuse_clear_error();
+    linfuse_reset_stats();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// f32
+//===----------------------------------------------------------------------===//
+
+TEST_F(RuntimeTest, F32Plain) {
+  Operands ops = contiguousOperands(LINFUSE_F32, LINFUSE_F32, 0, 5, 3, 7);
+  runAndCheck(Gemm{}, ops.a, ops.b, ops.c);
+}
+
+TEST_F(RuntimeTest, F32Transposes) {
+  for (int32_t flags : {kTransA, kTransB, kTransBoth}) {
+    SCOPED_TRACE("flags " + std::to_string(flags));
+    Operands ops = contiguousOperands(LINFUSE_F32, LINFUSE_F32, flags, 6, 4, 9);
+    Gemm g;
+    g.flags = flags;
+    runAndCheck(g, ops.a, ops.b, ops.c);
+  }
+}
+
+TEST_F(RuntimeTest, F32LargeEnoughForBlockedKernels) {
+  for (int32_t flags : {0, kTransBoth}) {
+    SCOPED_TRACE("flags " + std::to_string(flags));
+    Operands ops =
+        contiguousOperands(LINFUSE_F32, LINFUSE_F32, flags, 67, 45, 130);
+    Gemm g;
+    g.flags = flags;
+    g.beta = 0.5f;
+    runAndCheck(g, ops.a, ops.b, ops.c);
+  }
+}
+
+TEST_F(RuntimeTest, F32SlicesOfWiderBuffers) {
+  // A merged GEMM's output: C is columns 4..6 of a 5 x 10 buffer; A and B
+  // are slices too (lda > K, ldb > N). The neighbours must stay as they are.
+  const int64_t m = 5, n = 3, k = 6;
+  Tensor a = randomized({LINFUSE_F32, {m, k}, {k + 3, 1}, 2}, 4);
+  Tensor b = randomized({LINFUSE_F32, {k, n}, {n + 5, 1}, 1}, 5);
+  Tensor c = randomized({LINFUSE_F32, {m, n}, {10, 1}, 4}, 6);
+  Gemm g;
+  runAndCheck(g, a, b, c);
+  // The final pass (bias, epilogue) works in place on the slice too.
+  Tensor bias = randomized(Tensor::contiguous(LINFUSE_F32, {n}), 7);
+  g.flags = LINFUSE_GEMM_HAS_BIAS;
+  g.epilogue = LINFUSE_EPILOGUE_RELU;
+  g.beta = 2.0f;
+  runAndCheck(g, a, b, c, &bias);
+}
+
+TEST_F(RuntimeTest, F32ColumnMajorViews) {
+  // Strides [1, rows]: the transpose of a row-major matrix, used in place
+  // (C as C^T = op(B)^T op(A)^T).
+  const int64_t m = 4, n = 5, k = 3;
+  for (int32_t flags : {0, kTransBoth}) {
+    SCOPED_TRACE("flags " + std::to_string(flags));
+    bool transA = flags & LINFUSE_GEMM_TRANSPOSE_A;
+    bool transB = flags & LINFUSE_GEMM_TRANSPOSE_B;
+    int64_t aRows = transA ? k : m, aCols = transA ? m : k;
+    int64_t bRows = transB ? n : k, bCols = transB ? k : n;
+    Tensor a = randomized({LINFUSE_F32, {aRows, aCols}, {1, aRows}}, 8);
+    Tensor b = randomized({LINFUSE_F32, {bRows, bCols}, {1, bRows}}, 9);
+    // Column-major slice.
+    Tensor c = randomized({LINFUSE_F32, {m, n}, {1, m + 2}, 1}, 10);
+    Tensor bias = randomized(Tensor::contiguous(LINFUSE_F32, {n}), 11);
+    Gemm g;
+    g.flags = flags;
+    g.beta = 0.5f;
+    runAndCheck(g, a, b, c);
+    g.flags |= LINFUSE_GEMM_HAS_BIAS;
+    g.epilogue = LINFUSE_EPILOGUE_SILU;
+    runAndCheck(g, a, b, c, &bias);
+  }
+}
+
+TEST_F(RuntimeTest, F32NonUnitInnerStrideIsCopied) {
+  // Every other element: no BLAS layout fits, so A and B are copied and C
+  // is computed in a temporary; the interleaved neighbours of C stay.
+  const int64_t m = 4, n = 3, k = 5;
+  Tensor a = randomized({LINFUSE_F32, {m, k}, {2 * k, 2}}, 12);
+  Tensor b = randomized({LINFUSE_F32, {k, n}, {3 * n, 3}}, 13);
+  Tensor c = randomized({LINFUSE_F32, {m, n}, {2 * n, 2}, 1}, 14);
+  Gemm g;
+  g.beta = -1.0f;
+  runAndCheck(g, a, b, c);
+  g.flags = kTransBoth;
+  // Odd strides, no overlap.
+  Tensor at = randomized({LINFUSE_F32, {k, m}, {3, 3 * k}}, 15);
+  Tensor bt = randomized({LINFUSE_F32, {n, k}, {2 * k, 2}}, 16);
+  runAndCheck(g, at, bt, c);
+}
+
+TEST_F(RuntimeTest, F32SingleRowAcceptsAnyRowStride) {
+  // MLIR may give a size-1 dimension any stride; BLAS still gets ld >= cols.
+  const int64_t n = 6, k = 4;
+  for (int64_t rowStride : {int64_t(1), int64_t(0), int64_t(1000)}) {
+    SCOPED_TRACE("row stride " + std::to_string(rowStride));
+    Tensor a = randomized({LINFUSE_F32, {1, k}, {rowStride, 1}}, 17);
+    Tensor b = randomized(Tensor::contiguous(LINFUSE_F32, {k, n}), 18);
+    Tensor c = randomized({LINFUSE_F32, {1, n}, {rowStride, 1}}, 19);
+    Gemm g;
+    g.beta = 1.0f;
+    runAndCheck(g, a, b, c);
+  }
+}
+
+TEST_F(RuntimeTest, F32Batched) {
+  const int64_t batch = 3, m = 4, n = 5, k = 6;
+  for (int32_t flags : {0, kTransA, kTransB}) {
+    SCOPED_TRACE("flags " + std::to_string(flags));
+    Operands ops =
+        contiguousOperands(LINFUSE_F32, LINFUSE_F32, flags, m, n, k, {batch});
+    Gemm g;
+    g.flags = flags;
+    g.beta = 1.5f;
+    runAndCheck(g, ops.a, ops.b, ops.c);
+  }
+  // Padded batch stride and a column slice per batch element for C.
+  Tensor a = randomized({LINFUSE_F32, {batch, m, k}, {m * k + 7, k, 1}}, 20);
+  // B broadcast over batch.
+  Tensor b = randomized({LINFUSE_F32, {batch, k, n}, {0, n, 1}}, 21);
+  Tensor c =
+      randomized({LINFUSE_F32, {batch, m, n}, {m * (n + 2), n + 2, 1}, 1}, 22);
+  Tensor bias = randomized(Tensor::contiguous(LINFUSE_F32, {n}), 23);
+  Gemm g;
+  g.flags = LINFUSE_GEMM_HAS_BIAS;
+  g.epilogue = LINFUSE_EPILOGUE_GELU_TANH;
+  runAndCheck(g, a, b, c, &bias);
+}
+
+TEST_F(RuntimeTest, F32Bias) {
+  Operands ops = contiguousOperands(LINFUSE_F32, LINFUSE_F32, 0, 3, 7, 2);
+  // Strided bias.
+  Tensor bias = randomized({LINFUSE_F32, {7}, {2}, 1}, 24);
+  Gemm g;
+  g.flags = LINFUSE_GEMM_HAS_BIAS;
+  runAndCheck(g, ops.a, ops.b, ops.c, &bias);
+}
+
+/// The 1x1 C = epilogue(alpha * 1 * 1), A, B and C all of `type`.
+Tensor scalarGemm(linfuse_dtype type, float alpha, int32_t epilogue) {
+  Tensor a = Tensor::contiguous(type, {1, 1});
+  Tensor b = Tensor::contiguous(type, {1, 1});
+  Tensor c = Tensor::contiguous(type, {1, 1});
+  a.set(0, 0, 0, 1.0);
+  b.set(0, 0, 0, 1.0);
+  Gemm g;
+  g.abType = g.cType = type;
+  g.alpha = alpha;
+  g.epilogue = epilogue;
+  EXPECT_EQ(LINFUSE_OK, g.run(a, b, c)) << linfuse_last_error_message();
+  return c;
+}
+
+TEST_F(RuntimeTest, F32Epilogues) {
+  for (int32_t epilogue : {LINFUSE_EPILOGUE_RELU, LINFUSE_EPILOGUE_GELU_ERF,
+                           LINFUSE_EPILOGUE_GELU_TANH, LINFUSE_EPILOGUE_SILU}) {
+    SCOPED_TRACE("epilogue " + std::to_string(epilogue));
+    Operands ops = contiguousOperands(LINFUSE_F32, LINFUSE_F32, 0, 8, 9, 5);
+    Tensor bias = randomized(Tensor::contiguous(LINFUSE_F32, {9}), 25);
+    Gemm g;
+    g.epilogue = epilogue;
+    g.alpha = 0.75f;
+    runAndCheck(g, ops.a, ops.b, ops.c);
+    g.flags = LINFUSE_GEMM_HAS_BIAS;
+    runAndCheck(g, ops.a, ops.b, ops.c, &bias);
+  }
+  // The activations themselves, at points where they differ from identity.
+  const double expected[] = {-1.0, 0.0, -0.15865525393145707,
+                             -0.15880800939172324, -0.2689414213699951};
+  for (int32_t epilogue = 0; epilogue <= LINFUSE_EPILOGUE_SILU; ++epilogue)
+    EXPECT_NEAR(expected[epilogue],
+                scalarGemm(LINFUSE_F32, -1.0f, epilogue).at(0, 0, 0), 1e-6)
+        << epilogue;
+}
+
+TEST_F(RuntimeTest, F32AlphaBeta) {
+  Operands ops = contiguousOperands(LINFUSE_F32, LINFUSE_F32, 0, 5, 6, 7);
+  Gemm g;
+  g.alpha = 0.5f;
+  g.beta = -1.5f;
+  runAndCheck(g, ops.a, ops.b, ops.c);
+  g.alpha = 0.0f; // C = beta * C
+  runAndCheck(g, ops.a, ops.b, ops.c);
+}
+
+TEST_F(RuntimeTest, BetaZeroDoesNotReadC) {
+  // C full of NaN: with beta == 0 none of it may leak (NaN * 0 is NaN).
+  struct Case {
+    linfuse_dtype abType, cType;
+    int64_t m, n, k;
+    int64_t cColStride; // != 1: C computed in a temporary
+  };
+  const Case cases[] = {
+      {LINFUSE_F32, LINFUSE_F32, 2, 3, 4, 1},
+      {LINFUSE_F32, LINFUSE_F32, 67, 45, 33, 1},
+      // M == 1 / N == 1: some BLAS builds turn these into gemv.
+      {LINFUSE_F32, LINFUSE_F32, 1, 45, 33, 1},
+      {LINFUSE_F32, LINFUSE_F32, 67, 1, 33, 1},
+      {LINFUSE_F32, LINFUSE_F32, 5, 4, 3, 2},
+      {LINFUSE_F32, LINFUSE_F32, 5, 4, 0, 1},
+      {LINFUSE_F32, LINFUSE_F32, 5, 4, 0, 2},
+      {LINFUSE_F16, LINFUSE_F16, 6, 5, 4, 1},
+      {LINFUSE_BF16, LINFUSE_F32, 6, 5, 4, 1},
+  };
+  for (const Case &cs : cases) {
+    SCOPED_TRACE("m " + std::to_string(cs.m) + " k " + std::to_string(cs.k) +
+                 " c stride " + std::to_string(cs.cColStride));
+    Operands ops = contiguousOperands(cs.abType, cs.cType, 0, cs.m, cs.n, cs.k);
+    Tensor c(cs.cType, {cs.m, cs.n}, {cs.n * cs.cColStride, cs.cColStride});
+    fillAll(c, kNaN);
+    Gemm g;
+    g.abType = cs.abType;
+    g.cType = cs.cType;
+    runAndCheck(g, ops.a, ops.b, c);
+    for (int64_t i = 0; i < cs.m; ++i)
+      for (int64_t j = 0; j < cs.n; ++j)
+        ASSERT_FALSE(std::isnan(c.at(0, i, j))) << i << ", " << j;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// f16 / bf16
+//===----------------------------------------------------------------------===//
+
+TEST_F(RuntimeTest, LowPrecisionInputs) {
+  struct Types {
+    linfuse_dtype ab, c;
+  };
+  const Types types[] = {{LINFUSE_F16, LINFUSE_F16},
+                         {LINFUSE_F16, LINFUSE_F32},
+                         {LINFUSE_BF16, LINFUSE_BF16},
+                         {LINFUSE_BF16, LINFUSE_F32}};
+  for (Types t : types) {
+    for (int32_t flags : {0, kTransBoth}) {
+      SCOPED_TRACE("ab " + std::to_string(t.ab) + " c " + std::to_string(t.c) +
+                   " flags " + std::to_string(flags));
+      Gemm g;
+      g.abType = t.ab;
+      g.cType = t.c;
+      g.flags = flags;
+      Operands ops = contiguousOperands(t.ab, t.c, flags, 7, 6, 9);
+      runAndCheck(g, ops.a, ops.b, ops.c);
+
+      // Batched, bias (of C's type), beta, epilogue.
+      Operands batched = contiguousOperands(t.ab, t.c, flags, 5, 4, 3, {2});
+      // Offset in elements of C's type.
+      Tensor bias = randomized({t.c, {4}, {1}, 3}, 26);
+      g.flags |= LINFUSE_GEMM_HAS_BIAS;
+      g.epilogue = LINFUSE_EPILOGUE_GELU_ERF;
+      g.alpha = 1.25f;
+      g.beta = 0.75f;
+      runAndCheck(g, batched.a, batched.b, batched.c, &bias);
+    }
+    // Strided views of low-precision data: a column slice of C.
+    SCOPED_TRACE("slices");
+    Tensor a = randomized({t.ab, {3, 4}, {1, 5}}, 27);
+    Tensor b = randomized({t.ab, {4, 2}, {3, 1}}, 28);
+    Tensor c = randomized({t.c, {3, 2}, {6, 1}, 2}, 29);
+    Gemm g;
+    g.abType = t.ab;
+    g.cType = t.c;
+    g.beta = 1.0f;
+    runAndCheck(g, a, b, c);
+  }
+}
+
+/// The raw bits of epilogue(alpha * 1 * 1) rounded into a 1x1 C.
+uint16_t roundedBits(linfuse_dtype type, float alpha) {
+  return scalarGemm(type, alpha, LINFUSE_EPILOGUE_NONE).rawBits(0);
+}
+
+TEST_F(RuntimeTest, F16RoundsToNearestEven) {
+  EXPECT_EQ(0x3c00, roundedBits(LINFUSE_F16, 1.0f));
+  EXPECT_EQ(0xbc00, roundedBits(LINFUSE_F16, -1.0f));
+  EXPECT_EQ(0x3c00, roundedBits(LINFUSE_F16, 1.0f + 0x1p-11f)); // tie: even
+  EXPECT_EQ(0x3c02, roundedBits(LINFUSE_F16, 1.0f + 3 * 0x1p-11f));
+  EXPECT_EQ(0x3c01, roundedBits(LINFUSE_F16, 1.0f + 0x1p-11f + 0x1p-20f));
+  EXPECT_EQ(0x7bff, roundedBits(LINFUSE_F16, 65519.0f)); // max finite
+  EXPECT_EQ(0x7c00, roundedBits(LINFUSE_F16, 65520.0f)); // overflows
+  EXPECT_EQ(0xfc00, roundedBits(LINFUSE_F16, -1e30f));
+  EXPECT_EQ(0x0001, roundedBits(LINFUSE_F16, 0x1p-24f)); // smallest subnormal
+  EXPECT_EQ(0x0002, roundedBits(LINFUSE_F16, 1.5f * 0x1p-24f)); // tie: even
+  EXPECT_EQ(0x0002, roundedBits(LINFUSE_F16, 2.5f * 0x1p-24f)); // tie: even
+  EXPECT_EQ(0x0000, roundedBits(LINFUSE_F16, 0x1p-25f));        // tie: zero
+  EXPECT_EQ(0x0001, roundedBits(LINFUSE_F16, 0x1p-25f * 1.0001f));
+  EXPECT_EQ(0x0400, roundedBits(LINFUSE_F16, 0x1p-14f * (1 - 0x1p-12f)));
+  uint16_t nan =
+      roundedBits(LINFUSE_F16, std::numeric_limits<float>::quiet_NaN());
+  EXPECT_EQ(0x7c00, nan & 0x7c00);
+  EXPECT_NE(0, nan & 0x3ff);
+}
+
+TEST_F(RuntimeTest, BF16RoundsToNearestEven) {
+  EXPECT_EQ(0x3f80, roundedBits(LINFUSE_BF16, 1.0f));
+  EXPECT_EQ(0xc000, roundedBits(LINFUSE_BF16, -2.0f));
+  EXPECT_EQ(0x3f80, roundedBits(LINFUSE_BF16, 1.0f + 0x1p-8f)); // tie: even
+  EXPECT_EQ(0x3f82, roundedBits(LINFUSE_BF16, 1.0f + 3 * 0x1p-8f));
+  EXPECT_EQ(0x7f80,
+            roundedBits(LINFUSE_BF16, std::numeric_limits<float>::max()));
+  uint16_t nan =
+      roundedBits(LINFUSE_BF16, std::numeric_limits<float>::quiet_NaN());
+  EXPECT_EQ(0x7f80, nan & 0x7f80);
+  EXPECT_NE(0, nan & 0x7f);
+}
+
+TEST_F(RuntimeTest, F16InputsWidenExactly) {
+  // Subnormal, largest finite and NaN f16 inputs, read into an f32 C.
+  Tensor a = Tensor::contiguous(LINFUSE_F16, {3, 1});
+  Tensor b = Tensor::contiguous(LINFUSE_F16, {1, 1});
+  Tensor c = Tensor::contiguous(LINFUSE_F32, {3, 1});
+  const uint16_t bits[] = {0x0001, 0x7bff, 0x7e00};
+  std::memcpy(a.bytes.data(), bits, sizeof(bits));
+  b.set(0, 0, 0, 1.0);
+  Gemm g;
+  g.abType = LINFUSE_F16;
+  ASSERT_EQ(LINFUSE_OK, g.run(a, b, c));
+  EXPECT_EQ(0x1p-24, c.at(0, 0, 0));
+  EXPECT_EQ(65504.0, c.at(0, 1, 0));
+  EXPECT_TRUE(std::isnan(c.at(0, 2, 0)));
+}
+
+//===----------------------------------------------------------------------===//
+// Zero sizes
+//===----------------------------------------------------------------------===//
+
+TEST_F(RuntimeTest, ZeroMOrNIsANoOp) {
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{0, 4}, {3, 0}, {0, 0}}) {
+    SCOPED_TRACE("m " + std::to_string(m) + " n " + std::to_string(n));
+    Operands ops = contiguousOperands(LINFUSE_F32, LINFUSE_F32, 0, m, n, 5);
+    Tensor bias = Tensor::contiguous(LINFUSE_F32, {n});
+    Gemm g;
+    g.flags = LINFUSE_GEMM_HAS_BIAS;
+    g.epilogue = LINFUSE_EPILOGUE_RELU;
+    EXPECT_EQ(LINFUSE_OK, g.run(ops.a, ops.b, ops.c, &bias));
+  }
+  // Empty memrefs may come with null data pointers.
+  Tensor a = Tensor::contiguous(LINFUSE_F16, {0, 5});
+  Tensor b = randomized(Tensor::contiguous(LINFUSE_F16, {5, 3}), 30);
+  Tensor c = Tensor::contiguous(LINFUSE_F16, {0, 3});
+  a.nullData = c.nullData = true;
+  Gemm g;
+  g.abType = g.cType = LINFUSE_F16;
+  EXPECT_EQ(LINFUSE_OK, g.run(a, b, c));
+  // An empty batch.
+  Operands batch0 =
+      contiguousOperands(LINFUSE_F32, LINFUSE_F32, 0, 2, 3, 4, {0});
+  EXPECT_EQ(LINFUSE_OK, Gemm{}.run(batch0.a, batch0.b, batch0.c));
+  EXPECT_EQ(LINFUSE_OK, linfuse_last_error());
+  linfuse_runtime_stats stats;
+  linfuse_get_stats(&stats);
+  EXPECT_EQ(5, stats.gemm_calls);
+  EXPECT_EQ(0, stats.kernel_launches);
+}
+
+TEST_F(RuntimeTest, ZeroKIsBetaCPlusBias) {
+  for (linfuse_dtype type : {LINFUSE_F32, LINFUSE_F16}) {
+    for (int64_t cColStride : {int64_t(1), int64_t(2)}) {
+      SCOPED_TRACE("type " + std::to_string(type) + " c stride " +
+                   std::to_string(cColStride));
+      Tensor a = Tensor::contiguous(type, {4, 0});
+      Tensor b = Tensor::contiguous(type, {0, 3});
+      a.nullData = b.nullData = true;
+      Tensor c = randomized({type, {4, 3}, {3 * cColStride, cColStride}}, 31);
+      Tensor bias = randomized(Tensor::contiguous(type, {3}), 32);
+      Gemm g;
+      g.abType = g.cType = type;
+      g.flags = LINFUSE_GEMM_HAS_BIAS;
+      g.epilogue = LINFUSE_EPILOGUE_RELU;
+      g.beta = -0.5f;
+      runAndCheck(g, a, b, c, &bias);
+      g.beta = 0.0f; // C = relu(bias), whatever C held
+      fillAll(c, kNaN);
+      runAndCheck(g, a, b, c, &bias);
+    }
+  }
+  linfuse_runtime_stats stats;
+  linfuse_get_stats(&stats);
+  EXPECT_EQ(8, stats.gemm_calls);
+  EXPECT_EQ(0, stats.kernel_launches); // BLAS is never called with K == 0
+}
+
+//===----------------------------------------------------------------------===//
+// Errors
+//===----------------------------------------------------------------------===//
+
+/// Expects `status` from `call`, recorded with a message containing every
+/// one of `words`; C is left unchanged. Clears the error afterwards.
+template <typename Call>
+void expectError(int32_t status, std::vector<std::string> words, Call call) {
+  linfuse_clear_error();
+  EXPECT_EQ(status, call());
+  EXPECT_EQ(status, linfuse_last_error());
+  std::string message = linfuse_last_error_message();
+  EXPECT_EQ(0u, message.find("linfuse_cpu_gemm: ")) << message;
+  for (const std::string &word : words)
+    EXPECT_NE(std::string::npos, message.find(word))
+        << "'" << word << "' not in: " << message;
+  EXPECT_EQ(std::string::npos, message.find('\n')) << message;
+  linfuse_clear_error();
+}
+
+TEST_F(RuntimeTest, ShapeErrors) {
+  Tensor a = Tensor::contiguous(LINFUSE_F32, {4, 8});
+  Tensor b = Tensor::contiguous(LINFUSE_F32, {6, 3});
+  Tensor b8 = Tensor::contiguous(LINFUSE_F32, {8, 3});
+  Tensor c = randomized(Tensor::contiguous(LINFUSE_F32, {4, 3}), 33);
+  Tensor c53 = Tensor::contiguous(LINFUSE_F32, {5, 3});
+  Tensor c45 = Tensor::contiguous(LINFUSE_F32, {4, 5});
+  const Tensor c0 = c;
+  Gemm g;
+  const int32_t invalid = LINFUSE_ERROR_INVALID_ARGUMENT;
+
+  expectError(invalid, {"K mismatch: op(A) is 4x8 but op(B) is 6x3"},
+              [&] { return g.run(a, b, c); });
+  expectError(invalid, {"M mismatch", "op(A) is 4x8", "C is 5x3"},
+              [&] { return g.run(a, b8, c53); });
+  expectError(invalid, {"N mismatch", "op(B) is 8x3", "C is 4x5"},
+              [&] { return g.run(a, b8, c45); });
+  // With TRANSPOSE_A, the 4x8 A is op(A) = 8x4.
+  Gemm gt = g;
+  gt.flags = LINFUSE_GEMM_TRANSPOSE_A;
+  expectError(invalid, {"K mismatch", "op(A) is 8x4", "op(B) is 8x3"},
+              [&] { return gt.run(a, b8, c); });
+
+  Tensor bias5 = Tensor::contiguous(LINFUSE_F32, {5});
+  Gemm gb = g;
+  gb.flags = LINFUSE_GEMM_HAS_BIAS;
+  expectError(invalid, {"N mismatch", "bias has 5", "4x3"},
+              [&] { return gb.run(a, b8, c, &bias5); });
+  Tensor bias2d = Tensor::contiguous(LINFUSE_F32, {1, 3});
+  expectError(invalid, {"bias", "rank 1", "rank 2"},
+              [&] { return gb.run(a, b8, c, &bias2d); });
+  // Without HAS_BIAS the bias argument is not looked at.
+  EXPECT_EQ(LINFUSE_OK, g.run(a, b8, c, &bias2d));
+  c = c0;
+
+  Tensor a3 = Tensor::contiguous(LINFUSE_F32, {2, 4, 8});
+  Tensor b3 = Tensor::contiguous(LINFUSE_F32, {3, 8, 3});
+  Tensor c3 = Tensor::contiguous(LINFUSE_F32, {2, 4, 3});
+  expectError(invalid, {"batch mismatch", "A has 2", "B has 3", "C has 2"},
+              [&] { return g.run(a3, b3, c3); });
+  expectError(invalid, {"rank", "2, 3 and 2"}, [&] { return g.run(a, b3, c); });
+  Tensor a1 = Tensor::contiguous(LINFUSE_F32, {8});
+  expectError(invalid, {"rank", "1, 2 and 2"},
+              [&] { return g.run(a1, b8, c); });
+  expectError(invalid, {"rank", "4"}, [&] {
+    return linfuse_cpu_gemm(4, a.desc(), 4, b8.desc(), 1, c.desc(), 4, c.desc(),
+                            LINFUSE_F32, LINFUSE_F32, 0, 0, 1, 0);
+  });
+
+  Tensor negative(LINFUSE_F32, {4, -8}, {8, 1});
+  negative.bytes.assign(128, 0);
+  expectError(invalid, {"A", "negative size -8", "dimension 1"},
+              [&] { return g.run(negative, b8, c); });
+  Tensor nullA = Tensor::contiguous(LINFUSE_F32, {4, 8});
+  nullA.nullData = true;
+  expectError(invalid, {"A", "null"}, [&] { return g.run(nullA, b8, c); });
+  Tensor nullBias = Tensor::contiguous(LINFUSE_F32, {3});
+  nullBias.nullData = true;
+  expectError(invalid, {"bias", "null"},
+              [&] { return gb.run(a, b8, c, &nullBias); });
+  expectError(invalid, {"B", "null descriptor"}, [&] {
+    return linfuse_cpu_gemm(2, a.desc(), 2, nullptr, 2, c.desc(), 2, c.desc(),
+                            LINFUSE_F32, LINFUSE_F32, 0, 0, 1, 0);
+  });
+  expectError(invalid, {"C", "null descriptor"}, [&] {
+    return linfuse_cpu_gemm(2, a.desc(), 2, b8.desc(), 2, nullptr, 2, nullptr,
+                            LINFUSE_F32, LINFUSE_F32, 0, 0, 1, 0);
+  });
+  EXPECT_EQ(c0.bytes, c.bytes) << "a failing call wrote C";
+
+  // Calls that fail validation are not counted: only the one good call.
+  linfuse_runtime_stats stats;
+  linfuse_get_stats(&stats);
+  EXPECT_EQ(1, stats.gemm_calls);
+}
+
+TEST_F(RuntimeTest, CodeErrors) {
+  Operands ops = contiguousOperands(LINFUSE_F32, LINFUSE_F32, 0, 2, 2, 2);
+  const int32_t invalid = LINFUSE_ERROR_INVALID_ARGUMENT;
+  auto run = [&](int32_t abType, int32_t cType, int32_t flags,
+                 int32_t epilogue) {
+    return [&ops, abType, cType, flags, epilogue] {
+      return linfuse_cpu_gemm(2, ops.a.desc(), 2, ops.b.desc(), 2, ops.c.desc(),
+                              2, ops.c.desc(), abType, cType, flags, epilogue,
+                              1, 0);
+    };
+  };
+  expectError(invalid, {"ab_type", "7"}, run(7, LINFUSE_F32, 0, 0));
+  expectError(invalid, {"c_type", "-1"}, run(LINFUSE_F32, -1, 0, 0));
+  expectError(invalid, {"c_type f16", "bf16", "f32"},
+              run(LINFUSE_BF16, LINFUSE_F16, 0, 0));
+  expectError(invalid, {"c_type bf16", "f32"},
+              run(LINFUSE_F32, LINFUSE_BF16, 0, 0));
+  expectError(invalid, {"epilogue", "5"}, run(LINFUSE_F32, LINFUSE_F32, 0, 5));
+  expectError(invalid, {"epilogue", "-1"},
+              run(LINFUSE_F32, LINFUSE_F32, 0, -1));
+  expectError(invalid, {"flags", "0x8"}, run(LINFUSE_F32, LINFUSE_F32, 8, 0));
+}
+
+TEST_F(RuntimeTest, SizeErrors) {
+  // Sizes past BLAS's int: rejected before any data is touched (the data
+  // pointers below point at one float).
+  float dummy = 0;
+  const int64_t big = int64_t(INT_MAX) + 1;
+  Descriptor a{&dummy, &dummy, 0, {1, big, big, 1}};
+  Descriptor b{&dummy, &dummy, 0, {big, 1, 1, 1}};
+  Descriptor c{&dummy, &dummy, 0, {1, 1, 1, 1}};
+  expectError(LINFUSE_ERROR_UNSUPPORTED, {"K=2147483648", "BLAS"}, [&] {
+    return linfuse_cpu_gemm(2, &a, 2, &b, 2, &c, 2, &c, LINFUSE_F32,
+                            LINFUSE_F32, 0, 0, 1, 0);
+  });
+  // A 2^30 x 2^30 f32 accumulator (C is strided, so it is not used in
+  // place) cannot be allocated. (Under ASan, run with
+  // ASAN_OPTIONS=allocator_may_return_null=1.)
+  const int64_t huge = int64_t(1) << 30;
+  Descriptor ha{&dummy, &dummy, 0, {huge, 1, 1, 1}};
+  Descriptor hb{&dummy, &dummy, 0, {1, huge, huge, 1}};
+  Descriptor hc{&dummy, &dummy, 0, {huge, huge, 2 * huge, 2}};
+  expectError(LINFUSE_ERROR_OUT_OF_MEMORY, {"out of memory"}, [&] {
+    return linfuse_cpu_gemm(2, &ha, 2, &hb, 2, &hc, 2, &hc, LINFUSE_F32,
+                            LINFUSE_F32, 0, 0, 1, 0);
+  });
+}
+
+TEST_F(RuntimeTest, FirstErrorIsKeptUntilCleared) {
+  EXPECT_EQ(LINFUSE_OK, linfuse_last_error());
+  EXPECT_STREQ("", linfuse_last_error_message());
+  Operands ops = contiguousOperands(LINFUSE_F32, LINFUSE_F32, 0, 2, 2, 2);
+  EXPECT_EQ(LINFUSE_ERROR_INVALID_ARGUMENT,
+            linfuse_cpu_gemm(2, ops.a.desc(), 2, ops.b.desc(), 2, ops.c.desc(),
+                             2, ops.c.desc(), LINFUSE_F32, LINFUSE_F32, 0, 9, 1,
+                             0));
+  std::string first = linfuse_last_error_message();
+  EXPECT_NE(std::string::npos, first.find("epilogue")) << first;
+  // A later error and a later success leave the first error in place.
+  EXPECT_EQ(LINFUSE_ERROR_INVALID_ARGUMENT,
+            linfuse_cpu_gemm(3, ops.a.desc(), 2, ops.b.desc(), 2, ops.c.desc(),
+                             2, ops.c.desc(), LINFUSE_F32, LINFUSE_F32, 0, 0, 1,
+                             0));
+  EXPECT_EQ(LINFUSE_OK, Gemm{}.run(ops.a, ops.b, ops.c));
+  EXPECT_EQ(LINFUSE_ERROR_INVALID_ARGUMENT, linfuse_last_error());
+  EXPECT_EQ(first, linfuse_last_error_message());
+  linfuse_clear_error();
+  EXPECT_EQ(LINFUSE_OK, linfuse_last_error());
+  EXPECT_STREQ("", linfuse_last_error_message());
+}
+
+//===----------------------------------------------------------------------===//
+// Stats and threads
+//===----------------------------------------------------------------------===//
+
+TEST_F(RuntimeTest, StatsCountCallsAndBlasLaunches) {
+  linfuse_runtime_stats stats;
+  linfuse_get_stats(&stats);
+  EXPECT_EQ(0, stats.gemm_calls);
+  EXPECT_EQ(0, stats.kernel_launches);
+
+  Operands plain = contiguousOperands(LINFUSE_F32, LINFUSE_F32, 0, 3, 4, 5);
+  ASSERT_EQ(LINFUSE_OK, Gemm{}.run(plain.a, plain.b, plain.c));
+  Operands batched =
+      contiguousOperands(LINFUSE_BF16, LINFUSE_F32, 0, 3, 4, 5, {4});
+  Gemm bf16;
+  bf16.abType = LINFUSE_BF16;
+  ASSERT_EQ(LINFUSE_OK, bf16.run(batched.a, batched.b, batched.c));
+  // A failed validation counts nothing.
+  Gemm bad;
+  bad.epilogue = 17;
+  ASSERT_NE(LINFUSE_OK, bad.run(plain.a, plain.b, plain.c));
+  linfuse_get_stats(&stats);
+  EXPECT_EQ(2, stats.gemm_calls);
+  EXPECT_EQ(5, stats.kernel_launches); // 1 + one per batch element
+
+  linfuse_reset_stats();
+  linfuse_get_stats(&stats);
+  EXPECT_EQ(0, stats.gemm_calls);
+  EXPECT_EQ(0, stats.kernel_launches);
+  linfuse_get_stats(nullptr); // tolerated
+}
+
+TEST_F(RuntimeTest, ConcurrentCalls) {
+  const int threads = 8, callsPerThread = 20;
+  std::vector<int> wrong(threads, 0);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([t, &wrong] {
+      for (int i = 0; i < callsPerThread; ++i) {
+        linfuse_dtype type = (t + i) % 2 ? LINFUSE_F16 : LINFUSE_F32;
+        Operands ops = contiguousOperands(type, type, 0, 9 + t, 7, 11 + i);
+        Gemm g;
+        g.abType = g.cType = type;
+        g.epilogue = LINFUSE_EPILOGUE_SILU;
+        std::vector<double> ref = reference(g, ops.a, ops.b, ops.c, nullptr);
+        if (g.run(ops.a, ops.b, ops.c) != LINFUSE_OK) {
+          ++wrong[t];
+          continue;
+        }
+        double rel = type == LINFUSE_F32 ? 1e-5 : 0x1p-10;
+        size_t n = 0;
+        for (int64_t r = 0; r < ops.c.sizes[0]; ++r)
+          for (int64_t col = 0; col < ops.c.sizes[1]; ++col, ++n)
+            if (std::fabs(ops.c.at(0, r, col) - ref[n]) >
+                rel * std::fabs(ref[n]) + 1e-5)
+              ++wrong[t];
+      }
+    });
+  for (std::thread &th : pool)
+    th.join();
+  for (int t = 0; t < threads; ++t)
+    EXPECT_EQ(0, wrong[t]) << "thread " << t;
+  EXPECT_EQ(LINFUSE_OK, linfuse_last_error());
+  linfuse_runtime_stats stats;
+  linfuse_get_stats(&stats);
+  EXPECT_EQ(threads * callsPerThread, stats.gemm_calls);
+  EXPECT_EQ(threads * callsPerThread, stats.kernel_launches);
+}
+
+TEST_F(RuntimeTest, ConcurrentErrorsKeepOne) {
+  // Threads failing at once: exactly one complete message is recorded.
+  const int threads = 8;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([t] {
+      Operands ops = contiguousOperands(LINFUSE_F32, LINFUSE_F32, 0, 2, 2, 2);
+      for (int i = 0; i < 50; ++i)
+        linfuse_cpu_gemm(2, ops.a.desc(), 2, ops.b.desc(), 2, ops.c.desc(), 2,
+                         ops.c.desc(), LINFUSE_F32, LINFUSE_F32, 0, 100 + t, 1,
+                         0);
+    });
+  for (std::thread &th : pool)
+    th.join();
+  EXPECT_EQ(LINFUSE_ERROR_INVALID_ARGUMENT, linfuse_last_error());
+  std::string message = linfuse_last_error_message();
+  EXPECT_EQ(0u, message.find("linfuse_cpu_gemm: unknown epilogue code 10"))
+      << message;
+  EXPECT_EQ(message.size(),
+            std::string("linfuse_cpu_gemm: unknown epilogue code 100").size());
+}
+
+} // namespace
