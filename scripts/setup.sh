@@ -12,6 +12,8 @@ PACKAGES=(
   libopenblas-dev
   # tests and bindings
   libgtest-dev python3-numpy pybind11-dev python3-dev
+  # benchmark plots (bench/cpu_gemm_merge.py)
+  python3-matplotlib
 )
 
 missing=()

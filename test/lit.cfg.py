@@ -38,6 +38,7 @@ tool_dirs = [config.linfuse_tools_dir, config.llvm_tools_dir]
 tools = [
     "linfuse-opt",
     "linfuse-run",
+    "linfuse-compile",
     ToolSubst("%mlir-opt", os.path.join(config.mlir_tools_dir, "mlir-opt")),
     ToolSubst("%mlir-runner",
               os.path.join(config.mlir_tools_dir, "mlir-runner")),

@@ -1,14 +1,12 @@
 //===- Executable.cpp - compile and call a function in-process ------------===//
 
 #include "linfuse/Execution/Executable.h"
-#include "linfuse/Pipelines/Pipelines.h"
+#include "linfuse/Execution/Lowering.h"
 #include "linfuse/Runtime/Runtime.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "llvm/Support/TargetSelect.h"
@@ -72,30 +70,6 @@ static llvm::Expected<TensorSignature> toTensorType(Type t,
   return TensorSignature{*elt, llvm::to_vector(ranked.getShape()), false};
 }
 
-/// Collects the first error diagnostic as one line ("file:line:col: msg").
-class FirstError {
-public:
-  explicit FirstError(MLIRContext *ctx)
-      : handler(ctx, [this](Diagnostic &diag) {
-          if (diag.getSeverity() == DiagnosticSeverity::Error &&
-              message.empty()) {
-            llvm::raw_string_ostream os(message);
-            if (auto loc = dyn_cast<FileLineColLoc>(diag.getLocation()))
-              os << loc.getFilename().getValue() << ":" << loc.getLine() << ":"
-                 << loc.getColumn() << ": ";
-            os << diag.str();
-          }
-          return success();
-        }) {}
-  llvm::Error take(const llvm::Twine &fallback) {
-    return makeError(message.empty() ? fallback.str() : message);
-  }
-
-private:
-  std::string message;
-  ScopedDiagnosticHandler handler;
-};
-
 llvm::Expected<std::unique_ptr<Executable>>
 Executable::compile(ModuleOp module, llvm::StringRef entry,
                     const CompileOptions &options) {
@@ -103,9 +77,6 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
   auto fn = module.lookupSymbol<func::FuncOp>(entry);
   if (!fn || fn.isExternal())
     return makeError("no function @" + entry + " with a body in the module");
-  if (options.target == Target::CUDA)
-    return makeError("--target=cuda: the CUDA target is not available in "
-                     "this build yet");
 
   std::unique_ptr<Executable> exe(new Executable());
   exe->entryName = entry.str();
@@ -125,16 +96,11 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
     exe->resultTypes.push_back(*type);
   }
 
-  FirstError diagnostics(ctx);
   if (options.optimize) {
     if (options.progress)
       options.progress("optimize");
-    PassManager pm(ctx, ModuleOp::getOperationName());
-    OptimizePipelineOptions optimize;
-    optimize.liftWeights = anyWeight;
-    buildOptimizePipeline(pm, optimize);
-    if (failed(pm.run(module)))
-      return diagnostics.take("--linfuse-optimize failed");
+    if (llvm::Error err = optimizeModule(module, anyWeight))
+      return std::move(err);
     fn = module.lookupSymbol<func::FuncOp>(entry);
     if (auto pack = fn->getAttrOfType<FlatSymbolRefAttr>(kPackFunctionAttr)) {
       exe->packName = pack.getValue().str();
@@ -150,10 +116,8 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
 
   if (options.progress)
     options.progress("lower");
-  PassManager pm(ctx, ModuleOp::getOperationName());
-  buildLowerToCPUPipeline(pm, LowerToCPUPipelineOptions());
-  if (failed(pm.run(module)))
-    return diagnostics.take("--linfuse-lower-to-cpu failed");
+  if (llvm::Error err = lowerModule(module, options.target))
+    return std::move(err);
 
   if (options.progress)
     options.progress("jit");

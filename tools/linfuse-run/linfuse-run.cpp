@@ -10,17 +10,14 @@
 #include "linfuse/InitAllLinfuse.h"
 #include "linfuse/Runtime/Runtime.h"
 #include "linfuse/Tools/HostArray.h"
+#include "linfuse/Tools/ModuleLoading.h"
 
-#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
-#include "mlir/Parser/Parser.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -99,31 +96,9 @@ int main(int argc, char **argv) {
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
 
-  // Parse errors as one line: "file:line:col: message".
-  std::string parseError;
-  OwningOpRef<ModuleOp> module;
-  {
-    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-      if (diag.getSeverity() == DiagnosticSeverity::Error &&
-          parseError.empty()) {
-        llvm::raw_string_ostream os(parseError);
-        if (auto loc = dyn_cast<FileLineColLoc>(diag.getLocation()))
-          os << loc.getFilename().getValue() << ":" << loc.getLine() << ":"
-             << loc.getColumn() << ": ";
-        os << diag.str();
-      }
-      return success();
-    });
-    auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(inputFile);
-    if (!buffer)
-      return fail(inputFile + ": " + buffer.getError().message());
-    llvm::SourceMgr sourceMgr;
-    sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
-    module = parseSourceFile<ModuleOp>(sourceMgr, &context);
-    if (!module)
-      return fail(parseError.empty() ? inputFile + ": cannot parse"
-                                     : parseError);
-  }
+  auto module = loadModule(inputFile, context);
+  if (!module)
+    return fail(module.takeError());
 
   // Inputs first: a missing file is reported before any compilation.
   std::vector<HostArray> arrays;
@@ -141,7 +116,7 @@ int main(int argc, char **argv) {
     options.progress = [](llvm::StringRef stage) {
       llvm::errs() << "linfuse-run: " << stage << "\n";
     };
-  auto exe = Executable::compile(*module, entry, options);
+  auto exe = Executable::compile(**module, entry, options);
   if (!exe)
     return fail(exe.takeError());
   Executable &executable = **exe;

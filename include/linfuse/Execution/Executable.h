@@ -16,6 +16,7 @@
 #ifndef LINFUSE_EXECUTION_EXECUTABLE_H
 #define LINFUSE_EXECUTION_EXECUTABLE_H
 
+#include "linfuse/Execution/Lowering.h"
 #include "linfuse/Tools/HostArray.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -26,8 +27,6 @@
 namespace mlir {
 class ExecutionEngine;
 namespace linfuse {
-
-enum class Target { CPU, CUDA };
 
 struct CompileOptions {
   Target target = Target::CPU;

@@ -1,0 +1,30 @@
+//===- Lowering.h - optimize and lower a module for a target ------*- C++
+//-*-===//
+//
+// The two steps every driver (linfuse-run, linfuse-compile, the Python
+// bindings) runs on linalg-on-tensors input, with errors as one line.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LINFUSE_EXECUTION_LOWERING_H
+#define LINFUSE_EXECUTION_LOWERING_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Error.h"
+
+namespace mlir {
+namespace linfuse {
+
+enum class Target { CPU, CUDA };
+
+/// --linfuse-optimize, lifting weight packing when `liftWeights` (functions
+/// with `linfuse.weight` arguments get `@f__pack`).
+llvm::Error optimizeModule(ModuleOp module, bool liftWeights);
+
+/// --linfuse-lower-to-cpu (the only target so far; CUDA is an error).
+llvm::Error lowerModule(ModuleOp module, Target target);
+
+} // namespace linfuse
+} // namespace mlir
+
+#endif // LINFUSE_EXECUTION_LOWERING_H

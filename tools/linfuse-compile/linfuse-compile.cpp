@@ -1,0 +1,397 @@
+//===- linfuse-compile.cpp - ahead-of-time shared libraries ---------------===//
+//
+// linfuse-compile FILE --target=cpu -o libNAME.so
+//
+// Optimizes and lowers every function of FILE, emits an object file with
+// LLVM, links it into a shared library that depends only on
+// liblinfuse_runtime.so (and libc/libm), and writes a C header declaring
+// `_mlir_ciface_<fn>` for each public function with its memref descriptor
+// types. Every failure is one line on stderr and exit code 1.
+//
+//===----------------------------------------------------------------------===//
+
+#include "linfuse/Execution/Lowering.h"
+#include "linfuse/InitAllLinfuse.h"
+#include "linfuse/Tools/ModuleLoading.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+
+using namespace mlir;
+using namespace mlir::linfuse;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory category("linfuse-compile options");
+static cl::opt<std::string> inputFile(cl::Positional,
+                                      cl::desc("<input .mlir file>"),
+                                      cl::Required, cl::cat(category));
+static cl::opt<std::string> outputFile("o", cl::desc("Output shared library"),
+                                       cl::value_desc("libNAME.so"),
+                                       cl::Required, cl::cat(category));
+static cl::opt<std::string> target("target", cl::desc("cpu (CBLAS) or cuda"),
+                                   cl::init("cpu"), cl::cat(category));
+static cl::opt<bool> noOptimize("no-optimize",
+                                cl::desc("Skip --linfuse-optimize"),
+                                cl::cat(category));
+static cl::opt<std::string>
+    headerFile("header",
+               cl::desc("C header to write (default: the output with .h)"),
+               cl::cat(category));
+static cl::opt<std::string>
+    mcpu("mcpu",
+         cl::desc("CPU to generate code for: a name (x86-64-v3), 'native' for "
+                  "this machine, or empty for the target's generic CPU"),
+         cl::init(""), cl::cat(category));
+static cl::opt<std::string> runtimeDir(
+    "runtime-dir",
+    cl::desc("Directory of liblinfuse_runtime.so (default: ../lib next to "
+             "this tool); also the library's rpath"),
+    cl::cat(category));
+static cl::opt<bool> keepObject("keep-object",
+                                cl::desc("Keep the intermediate .o file"),
+                                cl::cat(category));
+
+static int fail(const llvm::Twine &message) {
+  llvm::errs() << "linfuse-compile: error: " << message << "\n";
+  return 1;
+}
+static int fail(llvm::Error err) {
+  return fail(llvm::toString(std::move(err)));
+}
+
+namespace {
+/// A public function's signature as the C header spells it.
+struct CFunction {
+  std::string name;
+  SmallVector<RankedTensorType> args, results;
+  SmallVector<std::string> argNotes;
+};
+} // namespace
+
+static std::optional<StringRef> cElementType(Type t) {
+  if (t.isF32())
+    return StringRef("float");
+  if (t.isF64())
+    return StringRef("double");
+  if (t.isF16() || t.isBF16())
+    return StringRef("uint16_t");
+  if (t.isInteger(64))
+    return StringRef("int64_t");
+  if (t.isInteger(32))
+    return StringRef("int32_t");
+  if (t.isInteger(8) || t.isInteger(1))
+    return StringRef("int8_t");
+  return std::nullopt;
+}
+
+static std::string typeSuffix(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t;
+  return s;
+}
+
+/// `linfuse_memref_f32_2d`.
+static std::string descriptorName(RankedTensorType t) {
+  return "linfuse_memref_" + typeSuffix(t.getElementType()) + "_" +
+         std::to_string(t.getRank()) + "d";
+}
+
+static llvm::Expected<SmallVector<CFunction>> collectSignatures(ModuleOp m) {
+  SmallVector<CFunction> fns;
+  for (auto fn : m.getOps<func::FuncOp>()) {
+    if (!fn.isPublic() || fn.isExternal())
+      continue;
+    CFunction c;
+    c.name = fn.getName().str();
+    auto check =
+        [&](Type t,
+            const llvm::Twine &what) -> llvm::Expected<RankedTensorType> {
+      auto ranked = dyn_cast<RankedTensorType>(t);
+      if (!ranked || !cElementType(ranked.getElementType()))
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            what + " of @" + c.name +
+                " is not a ranked tensor of f32, f64, f16, bf16, i64, i32, "
+                "i8 or i1");
+      return ranked;
+    };
+    for (auto [i, t] : llvm::enumerate(fn.getArgumentTypes())) {
+      auto ranked = check(t, "argument " + llvm::Twine(i));
+      if (!ranked)
+        return ranked.takeError();
+      c.args.push_back(*ranked);
+      std::string note;
+      if (fn.getArgAttr(i, "linfuse.weight"))
+        note = "weight";
+      if (auto p = fn.getArgAttrOfType<IntegerAttr>(i, "linfuse.packed"))
+        note = "packed weight " + std::to_string(p.getInt()) + " (result " +
+               std::to_string(p.getInt()) + " of the packing function)";
+      c.argNotes.push_back(note);
+    }
+    for (auto [i, t] : llvm::enumerate(fn.getResultTypes())) {
+      auto ranked = check(t, "result " + llvm::Twine(i));
+      if (!ranked)
+        return ranked.takeError();
+      c.results.push_back(*ranked);
+    }
+    fns.push_back(std::move(c));
+  }
+  return fns;
+}
+
+static std::string tensorString(RankedTensorType t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t;
+  return s;
+}
+
+static void writeHeader(llvm::raw_ostream &os, ArrayRef<CFunction> fns,
+                        StringRef guard) {
+  os << "/* Generated by linfuse-compile from " << inputFile
+     << ". Do not edit.\n"
+        " *\n"
+        " * Each function takes and returns MLIR memref descriptors:\n"
+        " * results first (through a pointer: one descriptor, or a struct of\n"
+        " * them), then a pointer to each argument's descriptor. Inputs are\n"
+        " * never written. Each result is a fresh row-major buffer the caller\n"
+        " * owns: free(result.allocated). Dynamic sizes come from the\n"
+        " * argument descriptors.\n"
+        " *\n"
+        " * A function with a packing function (`<fn>__pack`) takes packed\n"
+        " * weights: call <fn>__pack once on the weights, then pass its\n"
+        " * results as <fn>'s trailing arguments on every call.\n"
+        " * Runtime errors: see linfuse_last_error() in\n"
+        " * linfuse/Runtime/Runtime.h (liblinfuse_runtime.so). */\n\n"
+     << "#ifndef " << guard << "\n#define " << guard << "\n\n"
+     << "#include <stdint.h>\n\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n";
+  llvm::StringSet<> declared;
+  auto declare = [&](RankedTensorType t) {
+    std::string name = descriptorName(t);
+    if (!declared.insert(name).second)
+      return;
+    StringRef elt = *cElementType(t.getElementType());
+    os << "#ifndef " << llvm::StringRef(name).upper() << "_DEFINED\n#define "
+       << llvm::StringRef(name).upper() << "_DEFINED\ntypedef struct {\n  "
+       << elt << " *allocated;\n  " << elt << " *aligned;\n  int64_t offset;\n";
+    if (t.getRank() > 0)
+      os << "  int64_t sizes[" << t.getRank() << "];\n  int64_t strides["
+         << t.getRank() << "];\n";
+    os << "} " << name << ";\n#endif\n\n";
+  };
+  for (const CFunction &fn : fns) {
+    for (RankedTensorType t : fn.args)
+      declare(t);
+    for (RankedTensorType t : fn.results)
+      declare(t);
+  }
+  for (const CFunction &fn : fns) {
+    std::string resultParam;
+    if (fn.results.size() == 1) {
+      resultParam = descriptorName(fn.results[0]) + " *result";
+    } else if (fn.results.size() > 1) {
+      os << "typedef struct {\n";
+      for (auto [i, t] : llvm::enumerate(fn.results))
+        os << "  " << descriptorName(t) << " r" << i << "; /* "
+           << tensorString(t) << " */\n";
+      os << "} " << fn.name << "_results;\n\n";
+      resultParam = fn.name + "_results *results";
+    }
+    os << "/* @" << fn.name << "(";
+    for (auto [i, t] : llvm::enumerate(fn.args))
+      os << (i ? ", " : "") << tensorString(t);
+    os << ") -> (";
+    for (auto [i, t] : llvm::enumerate(fn.results))
+      os << (i ? ", " : "") << tensorString(t);
+    os << ") */\nvoid _mlir_ciface_" << fn.name << "(";
+    bool first = true;
+    if (!resultParam.empty()) {
+      os << resultParam;
+      first = false;
+    }
+    for (auto [i, t] : llvm::enumerate(fn.args)) {
+      os << (first ? "" : ",") << "\n    " << descriptorName(t) << " *arg" << i;
+      if (!fn.argNotes[i].empty())
+        os << " /* " << fn.argNotes[i] << " */";
+      first = false;
+    }
+    os << ");\n\n";
+  }
+  os << "#ifdef __cplusplus\n}\n#endif\n\n#endif /* " << guard << " */\n";
+}
+
+/// Only the C interface is the library's API: every other function gets
+/// internal linkage, so an MLIR function named like a C symbol (`@main`!)
+/// neither clashes with nor is interposed by the program loading it.
+static void internalizeImplementation(ModuleOp module) {
+  for (auto fn : module.getOps<LLVM::LLVMFuncOp>())
+    if (!fn.isExternal() && !fn.getName().starts_with("_mlir_ciface_"))
+      fn.setLinkage(LLVM::Linkage::Internal);
+}
+
+static llvm::Error emitObject(ModuleOp module, StringRef path) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  DialectRegistry registry;
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  module.getContext()->appendDialectRegistry(registry);
+
+  llvm::LLVMContext llvmContext;
+  FirstErrorCollector errors(module.getContext());
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateModuleToLLVMIR(module, llvmContext);
+  if (!llvmModule)
+    return errors.take("translation to LLVM IR failed");
+
+  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
+  std::string error;
+  const llvm::Target *llvmTarget =
+      llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!llvmTarget)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), error);
+  std::string cpu =
+      mcpu == "native" ? llvm::sys::getHostCPUName().str() : mcpu.getValue();
+  std::unique_ptr<llvm::TargetMachine> machine(llvmTarget->createTargetMachine(
+      triple, cpu, "", llvm::TargetOptions(), llvm::Reloc::PIC_, std::nullopt,
+      llvm::CodeGenOptLevel::Aggressive));
+  if (!machine)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "no target machine for " + triple.str() +
+                                       " cpu '" + cpu + "'");
+  llvmModule->setTargetTriple(triple);
+  llvmModule->setDataLayout(machine->createDataLayout());
+  auto optimize = makeOptimizingTransformer(3, 0, machine.get());
+  if (llvm::Error err = optimize(llvmModule.get()))
+    return err;
+
+  std::error_code ec;
+  llvm::ToolOutputFile out(path, ec, llvm::sys::fs::OF_None);
+  if (ec)
+    return llvm::createStringError(ec, path + ": " + ec.message());
+  llvm::legacy::PassManager pm;
+  if (machine->addPassesToEmitFile(pm, out.os(), nullptr,
+                                   llvm::CodeGenFileType::ObjectFile))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "the target cannot emit object files");
+  pm.run(*llvmModule);
+  out.keep();
+  return llvm::Error::success();
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "linfuse-compile: ahead-of-time shared library from linalg-on-tensors\n\n"
+      "  linfuse-compile model.mlir --target=cpu -o libmodel.so\n\n"
+      "Writes libmodel.so (needs only liblinfuse_runtime.so at run time) and "
+      "libmodel.h declaring _mlir_ciface_<fn> for each public function.\n");
+  if (target != "cpu" && target != "cuda")
+    return fail("--target must be cpu or cuda, not '" + target + "'");
+
+  // Where liblinfuse_runtime.so is: build/lib next to build/bin.
+  std::string rtDir = runtimeDir;
+  if (rtDir.empty()) {
+    std::string exe = llvm::sys::fs::getMainExecutable(
+        argv[0], reinterpret_cast<void *>(&main));
+    llvm::SmallString<256> dir(
+        llvm::sys::path::parent_path(llvm::sys::path::parent_path(exe)));
+    llvm::sys::path::append(dir, "lib");
+    rtDir = dir.str().str();
+  }
+  llvm::SmallString<256> rtLib(rtDir);
+  llvm::sys::path::append(rtLib, "liblinfuse_runtime.so");
+  if (!llvm::sys::fs::exists(rtLib))
+    return fail(rtLib + ": No such file (use --runtime-dir)");
+
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  registerLinfuseDialects(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  auto module = loadModule(inputFile, context);
+  if (!module)
+    return fail(module.takeError());
+
+  bool anyWeight = false;
+  (**module).walk([&](func::FuncOp fn) {
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+      anyWeight |= static_cast<bool>(fn.getArgAttr(i, "linfuse.weight"));
+  });
+  if (!noOptimize)
+    if (llvm::Error err = optimizeModule(**module, anyWeight))
+      return fail(std::move(err));
+  auto signatures = collectSignatures(**module);
+  if (!signatures)
+    return fail(signatures.takeError());
+  if (signatures->empty())
+    return fail(inputFile + ": no public function with a body");
+  if (llvm::Error err =
+          lowerModule(**module, target == "cuda" ? Target::CUDA : Target::CPU))
+    return fail(std::move(err));
+
+  internalizeImplementation(**module);
+  std::string object = outputFile + ".o";
+  if (llvm::Error err = emitObject(**module, object))
+    return fail(std::move(err));
+
+  auto cc = llvm::sys::findProgramByName("cc");
+  if (!cc)
+    return fail("no C compiler driver 'cc' on PATH to link " + outputFile);
+  std::string rpath = "-Wl,-rpath," + rtDir;
+  std::string libDir = "-L" + rtDir;
+  SmallVector<StringRef> linkArgs = {
+      *cc,    "-shared",           "-o",  outputFile, object,
+      libDir, "-llinfuse_runtime", rpath, "-lm"};
+  std::string linkError;
+  int rc = llvm::sys::ExecuteAndWait(*cc, linkArgs, std::nullopt, {}, 0, 0,
+                                     &linkError);
+  if (!keepObject)
+    llvm::sys::fs::remove(object);
+  if (rc != 0)
+    return fail("linking " + outputFile + " failed" +
+                (linkError.empty() ? "" : ": " + linkError));
+
+  std::string header = headerFile;
+  if (header.empty()) {
+    llvm::SmallString<256> h(outputFile);
+    llvm::sys::path::replace_extension(h, ".h");
+    header = h.str().str();
+  }
+  std::error_code ec;
+  llvm::raw_fd_ostream hos(header, ec);
+  if (ec)
+    return fail(header + ": " + ec.message());
+  std::string guard =
+      "LINFUSE_GENERATED_" + llvm::sys::path::stem(header).upper() + "_H";
+  for (char &c : guard)
+    if (!llvm::isAlnum(c))
+      c = '_';
+  writeHeader(hos, *signatures, guard);
+  return 0;
+}
