@@ -1,17 +1,19 @@
 // A BERT/LLaMA-style block in linalg-on-tensors, as an importer emits it:
 // Q/K/V projections of the same normalized activations (nn.Linear layout,
 // weights [out, in], with bias), and a gated MLP whose gate and up
-// projections share their input. M (batch x sequence) is dynamic.
+// projections share their input. M (batch x sequence) is dynamic. The
+// weights are function arguments marked `linfuse.weight` (loaded from a
+// checkpoint at run time): linfuse-run packs them once, before the calls.
 
 #map_bias = affine_map<(d0, d1) -> (d1)>
 #map_id = affine_map<(d0, d1) -> (d0, d1)>
 
 func.func @main(%x: tensor<?x64xf32>,
-                %wq: tensor<64x64xf32>, %bq: tensor<64xf32>,
-                %wk: tensor<32x64xf32>, %bk: tensor<32xf32>,
-                %wv: tensor<32x64xf32>, %bv: tensor<32xf32>,
-                %wg: tensor<128x64xf32>, %wu: tensor<128x64xf32>,
-                %wd: tensor<64x128xf32>)
+                %wq: tensor<64x64xf32> {linfuse.weight}, %bq: tensor<64xf32> {linfuse.weight},
+                %wk: tensor<32x64xf32> {linfuse.weight}, %bk: tensor<32xf32> {linfuse.weight},
+                %wv: tensor<32x64xf32> {linfuse.weight}, %bv: tensor<32xf32> {linfuse.weight},
+                %wg: tensor<128x64xf32> {linfuse.weight}, %wu: tensor<128x64xf32> {linfuse.weight},
+                %wd: tensor<64x128xf32> {linfuse.weight})
     -> (tensor<?x64xf32>, tensor<?x32xf32>, tensor<?x32xf32>, tensor<?x64xf32>) {
   %c0 = arith.constant 0 : index
   %zero = arith.constant 0.0 : f32
