@@ -5,10 +5,12 @@
 #include "linfuse/Dialect/Linfuse/Transforms/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
@@ -57,6 +59,16 @@ void mlir::linfuse::buildLowerToCPUPipeline(
   runtime.target = "cpu";
   pm.addPass(createConvertGemmToRuntimePass(runtime));
   pm.addPass(createConvertLinalgToLoopsPass());
+  // f16/bf16 element-wise code: math in f32 (libm has no f16 erf), bf16
+  // arithmetic in f32, and bf16 conversions as integer ops (no
+  // __truncsfbf2 libcall, which neither the JIT nor every libgcc has).
+  pm.addPass(math::createMathExtendToSupportedTypes());
+  arith::ArithEmulateUnsupportedFloatsOptions emulate;
+  emulate.sourceTypeStrs = {"bf16"};
+  pm.addPass(arith::createArithEmulateUnsupportedFloats(emulate));
+  arith::ArithExpandOpsPassOptions expand;
+  expand.includeBf16 = true;
+  pm.addPass(arith::createArithExpandOpsPass(expand));
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
