@@ -309,6 +309,22 @@ CBLAS_TRANSPOSE blasTrans(bool trans) {
 /// c^T = op(b)^T * op(a)^T. beta == 0 does not read c (OpenBLAS).
 void sgemm(const BlasMatrix &a, const BlasMatrix &b, const BlasMatrix &c,
            int64_t m, int64_t n, int64_t k, float alpha, float beta) {
+  // One row (decode, M = 1): a matrix-vector product. OpenBLAS's sgemm has
+  // no M = 1 fast path and threads a merged (wide) call badly; sgemv reads
+  // B once at memory speed, which is what merging wide weights is for.
+  if (m == 1 && !c.trans && k > 0) {
+    const float *x = a.data;
+    blasint incx = a.trans ? a.ld : 1; // op(A) = 1 x K: a row or a column.
+    if (beta == 0.0f)
+      std::fill(c.data, c.data + n, 0.0f); // Never read what C held.
+    if (b.trans) // B stored N x K: y = B x.
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, blasint(n), blasint(k), alpha,
+                  b.data, b.ld, x, incx, beta, c.data, 1);
+    else // B stored K x N: y = B^T x.
+      cblas_sgemv(CblasRowMajor, CblasTrans, blasint(k), blasint(n), alpha,
+                  b.data, b.ld, x, incx, beta, c.data, 1);
+    return;
+  }
   if (c.trans)
     cblas_sgemm(CblasRowMajor, blasTrans(!b.trans), blasTrans(!a.trans),
                 blasint(n), blasint(m), blasint(k), alpha, b.data, b.ld, a.data,
