@@ -49,6 +49,9 @@ llvm_config.add_tool_substitutions(tools, tool_dirs)
 # and links). cuda-device: a GPU is usable at test time (tests that execute).
 if config.linfuse_enable_cuda.upper() in ("ON", "1", "TRUE", "YES"):
     config.available_features.add("cuda-toolkit")
+    # gpu-module-to-binary runs ptxas from the toolkit.
+    llvm_config.with_environment(
+        "PATH", os.path.join(config.cuda_toolkit_root, "bin"), append_path=True)
 
 
 def _cuda_device_visible():

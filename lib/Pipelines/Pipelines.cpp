@@ -9,9 +9,12 @@
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/Pipelines/Passes.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
@@ -84,6 +87,48 @@ void mlir::linfuse::buildLowerToCPUPipeline(
   pm.addPass(createReconcileUnrealizedCastsPass());
 }
 
+void mlir::linfuse::buildLowerToCUDAPipeline(
+    OpPassManager &pm, const LowerToCUDAPipelineOptions &options) {
+  RaiseToGemmPassOptions raise;
+  raise.target = "cuda";
+  pm.addPass(createRaiseToGemmPass(raise));
+  pm.addPass(createCanonicalizerPass());
+  addBufferization(pm);
+  ConvertGemmToRuntimePassOptions runtime;
+  runtime.target = "cuda";
+  pm.addPass(createConvertGemmToRuntimePass(runtime));
+  pm.addPass(createDeviceMemoryPass());
+  // Element-wise work: parallel loops, tiled into blocks of threads,
+  // mapped to the grid, outlined into kernels.
+  pm.addPass(createConvertLinalgToParallelLoopsPass());
+  TileParallelLoopsPassOptions tile;
+  tile.blockSize = options.blockSize;
+  // No canonicalization here: it would fold a one-tile outer loop into the
+  // thread loop, and the threads would become blocks of one thread.
+  pm.addPass(createTileParallelLoopsPass(tile));
+  pm.addPass(createGpuMapParallelLoopsPass());
+  pm.addPass(createConvertParallelLoopToGpuPass());
+  pm.addPass(createGpuKernelOutliningPass());
+  // gpu-to-llvm lowers allocations, copies and launches in their async
+  // form: thread a stream through each function (synchronized before the
+  // runtime's GEMM calls and the return).
+  pm.addNestedPass<func::FuncOp>(createGpuAsyncRegionPass());
+  pm.addPass(math::createMathExtendToSupportedTypes());
+  arith::ArithEmulateUnsupportedFloatsOptions emulate;
+  emulate.sourceTypeStrs = {"bf16"};
+  pm.addPass(arith::createArithEmulateUnsupportedFloats(emulate));
+  arith::ArithExpandOpsPassOptions expand;
+  expand.includeBf16 = true;
+  pm.addPass(arith::createArithExpandOpsPass(expand));
+  if (options.cInterface)
+    pm.addPass(createAttachCInterfacePass());
+  gpu::GPUToNVVMPipelineOptions nvvm;
+  nvvm.cubinChip = options.chip;
+  nvvm.cubinFeatures = options.features;
+  nvvm.cubinFormat = options.format;
+  gpu::buildLowerToNVVMPassPipeline(pm, nvvm);
+}
+
 void mlir::linfuse::registerLinfusePipelines() {
   PassPipelineRegistration<OptimizePipelineOptions>(
       "linfuse-optimize",
@@ -99,4 +144,11 @@ void mlir::linfuse::registerLinfusePipelines() {
       "loops for the rest, LLVM dialect out. Input: optimized "
       "linalg-on-tensors.",
       buildLowerToCPUPipeline);
+  PassPipelineRegistration<LowerToCUDAPipelineOptions>(
+      "linfuse-lower-to-cuda",
+      "NVIDIA GPU lowering: GEMMs to cuBLASLt calls in liblinfuse_runtime "
+      "(bias/relu/gelu_tanh epilogues), device buffers, tiled GPU kernels "
+      "for the rest (NVVM, ptxas from the CUDA toolkit on PATH), LLVM "
+      "dialect + gpu.binary out. Input: optimized linalg-on-tensors.",
+      buildLowerToCUDAPipeline);
 }

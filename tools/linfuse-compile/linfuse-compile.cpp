@@ -12,6 +12,7 @@
 
 #include "linfuse/Execution/Lowering.h"
 #include "linfuse/InitAllLinfuse.h"
+#include "linfuse/Tools/CudaToolkit.h"
 #include "linfuse/Tools/ModuleLoading.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -21,6 +22,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
@@ -331,6 +333,9 @@ int main(int argc, char **argv) {
   DialectRegistry registry;
   registerAllDialects(registry);
   registerAllExtensions(registry);
+  // gpu-module-to-binary translates kernels to LLVM IR.
+  mlir::registerAllToLLVMIRTranslations(registry);
+  mlir::linfuse::setDefaultCudaToolkitPath();
   registerLinfuseDialects(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();

@@ -9,6 +9,7 @@
 #include "linfuse/Execution/Executable.h"
 #include "linfuse/InitAllLinfuse.h"
 #include "linfuse/Runtime/Runtime.h"
+#include "linfuse/Tools/CudaToolkit.h"
 #include "linfuse/Tools/HostArray.h"
 #include "linfuse/Tools/ModuleLoading.h"
 
@@ -16,6 +17,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
@@ -92,6 +94,9 @@ int main(int argc, char **argv) {
   DialectRegistry registry;
   registerAllDialects(registry);
   registerAllExtensions(registry);
+  // gpu-module-to-binary translates kernels to LLVM IR.
+  mlir::registerAllToLLVMIRTranslations(registry);
+  mlir::linfuse::setDefaultCudaToolkitPath();
   registerLinfuseDialects(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();

@@ -69,4 +69,45 @@ def ReadOnlyArgumentsPass : Pass<"linfuse-read-only-arguments",
   }];
 }
 
+def DeviceMemoryPass : Pass<"linfuse-device-memory", "::mlir::ModuleOp"> {
+  let summary = "Host-side buffers become device buffers (CUDA target)";
+  let description = [{
+    On the CUDA target every buffer lives in device memory, so nothing goes
+    back and forth between ops. In host functions (outside `gpu.module`):
+
+    * `memref.alloc` → `gpu.alloc` (device memory, `mgpuMemAlloc`),
+    * `memref.dealloc` → `gpu.dealloc`,
+    * `memref.copy` → `linalg.copy`, which becomes a GPU kernel like any
+      other element-wise op (it handles strided views, which `gpu.memcpy`
+      does not).
+
+    Function arguments and results are device buffers: the caller
+    (linfuse-run, a program using linfuse-compile's library) copies host
+    data in and out. Run after bufferization and before the linalg → GPU
+    kernel lowering.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect",
+                           "::mlir::linalg::LinalgDialect"];
+}
+
+def TileParallelLoopsPass : Pass<"linfuse-tile-parallel-loops"> {
+  let summary = "Tile scf.parallel nests into blocks of threads for the GPU";
+  let description = [{
+    Tiles each outermost `scf.parallel` so that the innermost dimension is
+    split into tiles of `block-size` iterations and every other dimension
+    into tiles of 1, with constant inner bounds (an `scf.if` guards the
+    remainder): after `--gpu-map-parallel-loops` the outer loop becomes the
+    grid and the inner loop a block of `block-size` threads, never one
+    thread per block, and consecutive threads touch consecutive elements of
+    the innermost (contiguous) dimension.
+  }];
+  let dependentDialects = ["::mlir::scf::SCFDialect",
+                           "::mlir::affine::AffineDialect",
+                           "::mlir::arith::ArithDialect"];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"128",
+           "Threads per block along the innermost dimension">,
+  ];
+}
+
 #endif // LINFUSE_CONVERSION_PASSES_TD

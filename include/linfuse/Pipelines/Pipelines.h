@@ -56,7 +56,40 @@ struct LowerToCPUPipelineOptions
 void buildLowerToCPUPipeline(OpPassManager &pm,
                              const LowerToCPUPipelineOptions &options);
 
-/// Registers `--linfuse-optimize` and `--linfuse-lower-to-cpu`.
+/// Options of `--linfuse-lower-to-cuda`.
+struct LowerToCUDAPipelineOptions
+    : public PassPipelineOptions<LowerToCUDAPipelineOptions> {
+  PassOptions::Option<std::string> chip{
+      *this, "chip", llvm::cl::desc("GPU architecture (ptxas -arch)"),
+      llvm::cl::init("sm_90a")};
+  PassOptions::Option<std::string> features{
+      *this, "features", llvm::cl::desc("PTX features (sm_90a needs PTX 8.0)"),
+      llvm::cl::init("+ptx80")};
+  PassOptions::Option<std::string> format{
+      *this, "format",
+      llvm::cl::desc("Kernel binary format: fatbin, bin (cubin), isa (PTX)"),
+      llvm::cl::init("fatbin")};
+  PassOptions::Option<int64_t> blockSize{
+      *this, "block-size",
+      llvm::cl::desc("Threads per block of element-wise kernels"),
+      llvm::cl::init(128)};
+  PassOptions::Option<bool> cInterface{
+      *this, "c-interface",
+      llvm::cl::desc("Emit `_mlir_ciface_<name>` for public functions"),
+      llvm::cl::init(true)};
+};
+
+/// Optimized linalg-on-tensors -> LLVM dialect + `gpu.binary` for NVIDIA
+/// GPUs: GEMMs (with the epilogues cuBLASLt has) become
+/// `linfuse_cuda_gemm_*` calls into liblinfuse_runtime (cuBLASLt), buffers
+/// are device allocations, every other linalg op becomes a tiled GPU
+/// kernel (NVVM, serialized with ptxas from the CUDA toolkit on PATH).
+/// Function arguments and results are device buffers.
+void buildLowerToCUDAPipeline(OpPassManager &pm,
+                              const LowerToCUDAPipelineOptions &options);
+
+/// Registers `--linfuse-optimize`, `--linfuse-lower-to-cpu` and
+/// `--linfuse-lower-to-cuda`.
 void registerLinfusePipelines();
 
 } // namespace linfuse

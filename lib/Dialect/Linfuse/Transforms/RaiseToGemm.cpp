@@ -85,10 +85,10 @@ Operation *singleUser(Value v) {
 
 template <typename MatmulOpTy>
 struct RaiseMatmul : OpRewritePattern<MatmulOpTy> {
-  RaiseMatmul(MLIRContext *ctx, bool epilogues,
+  RaiseMatmul(MLIRContext *ctx, bool epilogues, bool cudaEpilogues,
               std::shared_ptr<RaiseCounters> counters)
       : OpRewritePattern<MatmulOpTy>(ctx), epilogues(epilogues),
-        counters(std::move(counters)) {}
+        cudaEpilogues(cudaEpilogues), counters(std::move(counters)) {}
 
   LogicalResult matchAndRewrite(MatmulOpTy op,
                                 PatternRewriter &rewriter) const override {
@@ -133,7 +133,8 @@ struct RaiseMatmul : OpRewritePattern<MatmulOpTy> {
           absorbed.push_back(add->op);
         }
       if (Operation *user = singleUser(result))
-        if (std::optional<Epilogue> act = matchActivation(user)) {
+        if (std::optional<Epilogue> act = matchActivation(user);
+            act && this->isSupported(*act)) {
           epilogue = *act;
           result = user->getResult(0);
           absorbed.push_back(user);
@@ -167,16 +168,23 @@ struct RaiseMatmul : OpRewritePattern<MatmulOpTy> {
     return success();
   }
 
-  bool epilogues;
+  /// cuBLASLt has RELU and GELU (the tanh approximation) epilogues, not
+  /// the erf form or SiLU.
+  bool isSupported(Epilogue e) const {
+    return !cudaEpilogues || e == Epilogue::Relu || e == Epilogue::GeluTanh;
+  }
+
+  bool epilogues, cudaEpilogues;
   std::shared_ptr<RaiseCounters> counters;
 };
 
 void addPatterns(RewritePatternSet &patterns, bool epilogues,
+                 bool cudaEpilogues,
                  const std::shared_ptr<RaiseCounters> &counters) {
   MLIRContext *ctx = patterns.getContext();
   patterns
       .add<RaiseMatmul<linalg::MatmulOp>, RaiseMatmul<linalg::BatchMatmulOp>>(
-          ctx, epilogues, counters);
+          ctx, epilogues, cudaEpilogues, counters);
 }
 
 struct RaiseToGemmPass
@@ -184,9 +192,15 @@ struct RaiseToGemmPass
   using RaiseToGemmPassBase::RaiseToGemmPassBase;
 
   void runOnOperation() override {
+    if (target != "cpu" && target != "cuda") {
+      emitError(getOperation()->getLoc())
+          << "linfuse-raise-to-gemm: unknown target '" << target
+          << "' (expected cpu or cuda)";
+      return signalPassFailure();
+    }
     auto counters = std::make_shared<RaiseCounters>();
     RewritePatternSet patterns(&getContext());
-    addPatterns(patterns, epilogues, counters);
+    addPatterns(patterns, epilogues, target == "cuda", counters);
     // Only the matched ops change; no folding of unrelated IR.
     GreedyRewriteConfig config;
     config.enableFolding(false);
@@ -211,6 +225,8 @@ struct RaiseToGemmPass
 } // namespace
 
 void mlir::linfuse::populateRaiseToGemmPatterns(RewritePatternSet &patterns,
-                                                bool epilogues) {
-  addPatterns(patterns, epilogues, std::make_shared<RaiseCounters>());
+                                                bool epilogues,
+                                                bool cudaEpilogues) {
+  addPatterns(patterns, epilogues, cudaEpilogues,
+              std::make_shared<RaiseCounters>());
 }

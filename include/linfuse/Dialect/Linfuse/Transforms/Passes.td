@@ -219,6 +219,10 @@ def RaiseToGemmPass : Pass<"linfuse-raise-to-gemm"> {
   let options = [
     Option<"epilogues", "epilogues", "bool", /*default=*/"true",
            "Absorb bias-adds and activations into the GEMM epilogue">,
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "Whose epilogues to use: cpu (all of them) or cuda (cuBLASLt: "
+           "bias, relu, gelu_tanh; gelu_erf and silu stay element-wise "
+           "kernels)">,
   ];
 }
 

@@ -28,9 +28,11 @@ void populateFoldMatmulChainsPatterns(RewritePatternSet &patterns,
 
 /// --linfuse-raise-to-gemm: `linalg.matmul` / `linalg.batch_matmul` on
 /// tensors (plain or transposed operand maps) become `linfuse.gemm`; with
-/// `epilogues`, a following single-use bias-add and activation are absorbed.
+/// `epilogues`, a following single-use bias-add and activation are absorbed
+/// (with `cudaEpilogues`, only those cuBLASLt has: relu and gelu_tanh).
 void populateRaiseToGemmPatterns(RewritePatternSet &patterns,
-                                 bool epilogues = true);
+                                 bool epilogues = true,
+                                 bool cudaEpilogues = false);
 
 } // namespace linfuse
 } // namespace mlir
