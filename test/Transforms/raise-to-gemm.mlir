@@ -230,3 +230,53 @@ func.func @integer(%a: tensor<4x8xi32>, %b: tensor<8x16xi32>, %c: tensor<4x16xi3
   %y = linalg.matmul ins(%a, %b : tensor<4x8xi32>, tensor<8x16xi32>) outs(%c : tensor<4x16xi32>) -> tensor<4x16xi32>
   return %y : tensor<4x16xi32>
 }
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+
+// Negative (found by the random lowering test): the matmul result is only
+// the *destination* of a ReLU of another tensor, whose body ignores it;
+// ReLU6 (clamped at 6) is not ReLU. Neither is absorbed.
+// CHECK-LABEL: func.func @not_an_epilogue
+// CHECK:         %[[G:.*]] = linfuse.gemm ins(%{{.*}}, %{{.*}} : tensor<2x2xf32>, tensor<2x2xf32>) outs(%{{.*}} : tensor<2x2xf32>) -> tensor<2x2xf32>
+// CHECK:         linalg.generic {{.*}} ins(%{{.*}} : tensor<2x2xf32>) outs(%[[G]] : tensor<2x2xf32>)
+// CHECK:         %[[H:.*]] = linfuse.gemm ins(%{{.*}}, %{{.*}} : tensor<2x2xf32>, tensor<2x2xf32>) outs(%{{.*}} : tensor<2x2xf32>) -> tensor<2x2xf32>
+// CHECK:         linalg.generic {{.*}} ins(%[[H]] : tensor<2x2xf32>)
+// CHECK:           arith.minimumf
+func.func @not_an_epilogue(%a: tensor<2x2xf32>, %b: tensor<2x2xf32>, %other: tensor<2x2xf32>) -> (tensor<2x2xf32>, tensor<2x2xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %six = arith.constant 6.0 : f32
+  %e = tensor.empty() : tensor<2x2xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %mm = linalg.matmul ins(%a, %b : tensor<2x2xf32>, tensor<2x2xf32>) outs(%f : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%other : tensor<2x2xf32>) outs(%mm : tensor<2x2xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %m = arith.maximumf %x, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<2x2xf32>
+  %mm2 = linalg.matmul ins(%a, %b : tensor<2x2xf32>, tensor<2x2xf32>) outs(%f : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %r6 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%mm2 : tensor<2x2xf32>) outs(%e : tensor<2x2xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %m = arith.maximumf %x, %zero : f32
+    %c = arith.minimumf %m, %six : f32
+    linalg.yield %c : f32
+  } -> tensor<2x2xf32>
+  return %r, %r6 : tensor<2x2xf32>, tensor<2x2xf32>
+}
+
+// -----
+
+// A zero fill of something other than a tensor.empty (here the LHS itself)
+// stays as the destination, beta = 0: bufferization then copies rather than
+// letting the GEMM overwrite the LHS it reads.
+// CHECK-LABEL: func.func @fill_of_lhs
+// CHECK-SAME:    (%[[A:.*]]: tensor<2x2xf32>, %[[B:.*]]: tensor<2x2xf32>)
+// CHECK:         %[[F:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[A]] : tensor<2x2xf32>)
+// CHECK:         linfuse.gemm ins(%[[A]], %[[B]] : tensor<2x2xf32>, tensor<2x2xf32>) outs(%[[F]] : tensor<2x2xf32>) -> tensor<2x2xf32>
+func.func @fill_of_lhs(%a: tensor<2x2xf32>, %b: tensor<2x2xf32>) -> tensor<2x2xf32> {
+  %zero = arith.constant 0.0 : f32
+  %f = linalg.fill ins(%zero : f32) outs(%a : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %mm = linalg.matmul ins(%a, %b : tensor<2x2xf32>, tensor<2x2xf32>) outs(%f : tensor<2x2xf32>) -> tensor<2x2xf32>
+  return %mm : tensor<2x2xf32>
+}

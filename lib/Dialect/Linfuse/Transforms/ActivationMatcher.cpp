@@ -197,9 +197,13 @@ std::optional<Epilogue> mlir::linfuse::matchActivation(Operation *op) {
         tol = std::max(tol, toleranceFor(t));
 
   // Points across the shapes of all four functions (negative tails, the
-  // kink at 0, the curved region, positive growth).
-  static constexpr double points[] = {-6.0, -3.7, -2.0, -1.1, -0.5, -0.03, 0.0,
-                                      0.02, 0.4,  1.0,  1.7,  3.3,  6.0};
+  // kink at 0, the curved region, positive growth), far enough out that a
+  // clamped variant (relu6, a saturating silu) or a shifted threshold
+  // differs from the real thing somewhere.
+  static constexpr double points[] = {-100.0, -30.0, -9.0,  -6.0,   -3.7, -2.0,
+                                      -1.1,   -0.5,  -0.03, -0.001, 0.0,  0.001,
+                                      0.02,   0.15,  0.4,   1.0,    1.7,  3.3,
+                                      6.0,    7.5,   12.0,  40.0,   100.0};
   BodyInterpreter interp(body);
   SmallVector<double> got;
   for (double x : points) {

@@ -533,7 +533,10 @@ struct FoldLinearChain : OpRewritePattern<linalg::MatmulOp> {
       folded.emplace_back();
       if (j - i < 2)
         continue;
-      rewriter.setInsertionPoint(steps[j - 1].mm.op);
+      // Everything the segment reads dominates the op producing its output
+      // (the last bias-add reads the last bias, which may be defined after
+      // the last matmul).
+      rewriter.setInsertionPoint(steps[j - 1].output().getDefiningOp());
       alg.loc = steps[j - 1].mm.op->getLoc();
       FailureOr<M> w = loadWeight(alg, steps[i]);
       FailureOr<std::optional<M>> c = loadBias(alg, steps[i]);
@@ -565,7 +568,7 @@ struct FoldLinearChain : OpRewritePattern<linalg::MatmulOp> {
       if (j - i < 2)
         continue;
       const LinearStep &last = steps[j - 1];
-      rewriter.setInsertionPoint(last.mm.op);
+      rewriter.setInsertionPoint(last.output().getDefiningOp());
       alg.loc = last.mm.op->getLoc();
       Value result =
           buildLinear(alg, rewriter, i == 0 ? chainInput : steps[i].input(),

@@ -107,8 +107,10 @@ struct RaiseMatmul : OpRewritePattern<MatmulOpTy> {
         (cElt != abElt && !cElt.isF32()))
       return rewriter.notifyMatchFailure(op, "unsupported element types");
 
-    // C += A·B: a zero fill means beta = 0 and the filled tensor is not
-    // read; the fill goes away (the GEMM writes every element).
+    // C += A·B: a zero fill means beta = 0 (C is not read). When the fill
+    // fills a tensor.empty, it goes away and the GEMM writes the empty
+    // tensor's buffer; a fill of anything else (say the LHS itself) stays,
+    // so bufferization still sees a fresh destination.
     Value c = init;
     float beta = 1.0f;
     if (auto fill = init.getDefiningOp<linalg::FillOp>()) {
@@ -116,8 +118,9 @@ struct RaiseMatmul : OpRewritePattern<MatmulOpTy> {
       if (fill.hasPureTensorSemantics() &&
           matchPattern(fill.getInputs()[0], m_Constant(&value)) &&
           value.getValue().isZero()) {
-        c = fill.getOutputs()[0];
         beta = 0.0f;
+        if (fill.getOutputs()[0].getDefiningOp<tensor::EmptyOp>())
+          c = fill.getOutputs()[0];
       }
     }
 
@@ -132,7 +135,12 @@ struct RaiseMatmul : OpRewritePattern<MatmulOpTy> {
           result = add->result();
           absorbed.push_back(add->op);
         }
-      if (Operation *user = singleUser(result))
+      // The activation must read the result as its input (not merely
+      // overwrite it as its destination).
+      if (Operation *user = singleUser(result);
+          user && isa<linalg::GenericOp>(user) &&
+          cast<linalg::GenericOp>(user).getNumDpsInputs() == 1 &&
+          cast<linalg::GenericOp>(user).getDpsInputOperand(0)->get() == result)
         if (std::optional<Epilogue> act = matchActivation(user);
             act && this->isSupported(*act)) {
           epilogue = *act;
