@@ -12,7 +12,7 @@ from lit.llvm.subst import ToolSubst
 config.name = "linfuse"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
-config.excludes = ["Inputs", "Unit", "CMakeLists.txt", "lit.cfg.py",
+config.excludes = ["Inputs", "Unit", "CMakeLists.txt", "lit.cfg.py", "lit_cuda.py",
                    "lit.site.cfg.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.linfuse_obj_root, "test")
@@ -54,17 +54,9 @@ if config.linfuse_enable_cuda.upper() in ("ON", "1", "TRUE", "YES"):
         "PATH", os.path.join(config.cuda_toolkit_root, "bin"), append_path=True)
 
 
-def _cuda_device_visible():
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return False
-    try:
-        out = subprocess.run([smi, "-L"], capture_output=True, text=True,
-                             timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return out.returncode == 0 and "GPU" in out.stdout
+import sys
+sys.path.insert(0, os.path.dirname(__file__))
+from lit_cuda import cuda_device_visible  # noqa: E402
 
-
-if _cuda_device_visible():
+if cuda_device_visible():
     config.available_features.add("cuda-device")

@@ -132,6 +132,129 @@ typedef struct linfuse_runtime_stats {
 LINFUSE_RUNTIME_EXPORT void linfuse_get_stats(linfuse_runtime_stats *out);
 LINFUSE_RUNTIME_EXPORT void linfuse_reset_stats(void);
 
+/*===----------------------------------------------------------------------===*
+ * CUDA backend
+ *
+ * Defined only when liblinfuse_runtime is built with LINFUSE_ENABLE_CUDA.
+ * The library never links the CUDA driver or cuBLASLt: it dlopen's
+ * libcuda.so.1 and cuBLASLt (the file named by $LINFUSE_CUBLASLT_LIBRARY if
+ * set, else libcublasLt.so.13 or libcublasLt.so) on the first CUDA call,
+ * and needs no CUDA runtime (cudart). Where either is
+ * missing, or there is no device, every CUDA entry point fails with
+ * LINFUSE_ERROR_NO_DEVICE and a one-line message ("linfuse_cuda_gemm: no
+ * CUDA driver (libcuda.so.1: cannot open shared object file: ...)"); the
+ * host backend keeps working.
+ *
+ * The backend uses the primary context of one device (0, or the one named
+ * by mgpuSetDefaultDevice before the first CUDA call) and one stream, the
+ * runtime's stream (linfuse_cuda_stream). Everything is ordered on that
+ * stream: the GEMMs, and the kernels, copies and events of lowered code
+ * through the mgpu* functions that upstream MLIR's --gpu-to-llvm emits
+ * (mgpuModuleLoad, mgpuLaunchKernel, mgpuMemAlloc, mgpuMemcpy, ...; the
+ * runtime defines them with upstream's C signatures, see
+ * lib/Runtime/CudaWrappers.cpp). mgpuStreamCreate returns the runtime's
+ * stream, and a null stream argument means it too. GEMM calls are
+ * asynchronous: synchronize (linfuse_cuda_synchronize) before the host
+ * reads results.
+ *===----------------------------------------------------------------------===*/
+
+/* 1 if the CUDA backend can run here (driver, device and cuBLASLt all
+ * load), else 0 with the reason recorded (see linfuse_last_error). */
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_available(void);
+
+/* The runtime's stream (a CUstream), created on first use as a
+ * non-blocking stream of the device's primary context; NULL, with the
+ * error recorded, without a device. Never destroy it. */
+LINFUSE_RUNTIME_EXPORT void *linfuse_cuda_stream(void);
+
+/* Waits until everything enqueued on the runtime's stream has run; returns
+ * LINFUSE_OK or the (recorded) error, e.g. a kernel's fault. */
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_synchronize(void);
+
+/* linfuse_cpu_gemm on the device, with cuBLASLt, enqueued on the runtime's
+ * stream (returns before the result is ready). Same arguments and
+ * semantics, except:
+ * - The memref descriptors live on the host but point to DEVICE memory
+ *   (mgpuMemAlloc, or memory the device can address).
+ * - C must be row-major: unit column stride and a row stride >= N (a
+ *   column slice of a wider buffer is written in place). A and B may be
+ *   row-major or column-major (a transposed view), each with any leading
+ *   dimension; the bias must be contiguous. Other layouts return
+ *   LINFUSE_ERROR_UNSUPPORTED.
+ * - Epilogues: none, relu and gelu_tanh (cuBLASLt's RELU, GELU and their
+ *   _BIAS forms; cuBLASLt's GELU is the tanh approximation). gelu_erf and
+ *   silu have no cuBLASLt epilogue and return LINFUSE_ERROR_UNSUPPORTED:
+ *   the compiler fuses only the supported epilogues for the cuda target.
+ * - K == 0 with a non-empty C returns LINFUSE_ERROR_UNSUPPORTED.
+ * - f32 inputs are multiplied in exact FP32 unless the environment sets
+ *   LINFUSE_CUDA_ALLOW_TF32=1 (then TF32 tensor cores).
+ * Arguments are validated before the device is touched, so bad arguments
+ * get the same error with or without a GPU. The first call with a given
+ * problem (shapes, types, transposes, leading dimensions, batch strides,
+ * epilogue, pointer alignments) asks cuBLASLt's heuristic for an
+ * algorithm; later calls reuse it (see linfuse_cuda_heuristic_queries).
+ * Counts one gemm call and one kernel launch per call (batches included). */
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_gemm(
+    int64_t a_rank, void *a, int64_t b_rank, void *b, int64_t bias_rank,
+    void *bias, int64_t c_rank, void *c, int32_t ab_type, int32_t c_type,
+    int32_t flags, int32_t epilogue, float alpha, float beta);
+
+/* linfuse_cuda_gemm_<AB>_<C>: the typed entry points lowered code calls
+ * for the cuda target (see the cpu ones). */
+#define LINFUSE_DECLARE_CUDA_GEMM(AB, C, AB_CODE, C_CODE)                      \
+  LINFUSE_DECLARE_TYPED_GEMM(cuda, AB, C)
+LINFUSE_GEMM_TYPE_COMBINATIONS(LINFUSE_DECLARE_CUDA_GEMM)
+#undef LINFUSE_DECLARE_CUDA_GEMM
+
+/* How many times linfuse_cuda_gemm has asked cuBLASLt's heuristic for an
+ * algorithm (once per distinct problem; process-wide, never reset). */
+LINFUSE_RUNTIME_EXPORT int64_t linfuse_cuda_heuristic_queries(void);
+
+/* CUDA graphs: record once, replay with one launch.
+ *
+ * linfuse_cuda_graph_begin(key) starts capturing the runtime's stream;
+ * every GEMM, kernel launch, copy and memset enqueued on it until
+ * linfuse_cuda_graph_end() is recorded, NOT executed. _end instantiates
+ * the recording and stores it under `key` (replacing an earlier graph of
+ * that key); it does not run it either. linfuse_cuda_graph_launch(key)
+ * runs the graph on the runtime's stream, asynchronously, as often as
+ * wanted. A driver that captures on the first call and replays afterwards:
+ *
+ *   if (!linfuse_cuda_graph_exists(key)) {
+ *     linfuse_cuda_graph_begin(key);
+ *     run_the_function(...);      // enqueues, computes nothing yet
+ *     if (linfuse_cuda_graph_end() != LINFUSE_OK) ...  // fall back
+ *   }
+ *   linfuse_cuda_graph_launch(key);  // also on the first call
+ *   linfuse_cuda_synchronize();
+ *
+ * A graph replays exactly what was captured: the same device pointers,
+ * shapes and scalars (alpha, beta). So the key must identify all of them
+ * (e.g. function name + buffer addresses + shapes); new input DATA in the
+ * same buffers is fine (copy it in before the launch).
+ *
+ * Inside a capture: no allocation or free (mgpuMemAlloc/mgpuMemFree fail;
+ * the GEMM workspace is allocated by _begin), no host reads of results
+ * (nothing has run); mgpuStreamSynchronize and mgpuEventSynchronize return
+ * at once; host<->device copies need pinned host memory
+ * (mgpuMemHostRegister). A call that cannot be captured invalidates the
+ * capture: _end then fails and stores nothing. One capture at a time,
+ * from one thread (capture mode CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).
+ * Stats: work recorded in a capture is not counted then; each launch
+ * counts the graph's GEMM calls and kernel launches.
+ *
+ * Each returns LINFUSE_OK or an error (also recorded): _begin while a
+ * capture is active, _end without one, and _launch of an unknown key are
+ * LINFUSE_ERROR_INVALID_ARGUMENT. */
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_graph_begin(const char *key);
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_graph_end(void);
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_graph_launch(const char *key);
+/* 1 if a graph is stored under `key`, else 0 (records nothing). */
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_graph_exists(const char *key);
+/* Frees the graph stored under `key`, or all graphs when `key` is NULL,
+ * after the runtime's stream has finished. */
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_graph_destroy(const char *key);
+
 #ifdef __cplusplus
 }
 #endif
