@@ -5,6 +5,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
@@ -204,9 +205,27 @@ std::optional<Epilogue> mlir::linfuse::matchActivation(Operation *op) {
                                       -1.1,   -0.5,  -0.03, -0.001, 0.0,  0.001,
                                       0.02,   0.15,  0.4,   1.0,    1.7,  3.3,
                                       6.0,    7.5,   12.0,  40.0,   100.0};
+  // A clamp or threshold (min/max or cmpf+select against a constant) agrees
+  // with an activation at every fixed sample that misses its breakpoint
+  // (relu capped at 150, a relu thresholded at 5e-4), and such a breakpoint
+  // is where x meets one of the body's constants: sample on both sides of
+  // each constant (and of its negation) as well.
+  SmallVector<double> samples(std::begin(points), std::end(points));
+  for (Operation &inner : body.without_terminator())
+    for (Value operand : inner.getOperands()) {
+      FloatAttr attr;
+      if (!matchPattern(operand, m_Constant(&attr)))
+        continue;
+      double c = attr.getValueAsDouble();
+      if (!std::isfinite(c) || std::fabs(c) > 1e4)
+        continue;
+      double d = std::max(1e-4, 1e-3 * std::fabs(c));
+      for (double v : {c, -c})
+        samples.append({v - d, v, v + d});
+    }
   BodyInterpreter interp(body);
   SmallVector<double> got;
-  for (double x : points) {
+  for (double x : samples) {
     std::optional<double> y = interp.run(x);
     if (!y || !std::isfinite(*y))
       return std::nullopt;
@@ -217,7 +236,7 @@ std::optional<Epilogue> mlir::linfuse::matchActivation(Operation *op) {
   for (Epilogue e : {Epilogue::Relu, Epilogue::GeluErf, Epilogue::GeluTanh,
                      Epilogue::Silu}) {
     double err = 0;
-    for (auto [x, y] : llvm::zip_equal(points, got)) {
+    for (auto [x, y] : llvm::zip_equal(samples, got)) {
       double ref = evaluateEpilogue(e, x);
       err = std::max(err, std::fabs(y - ref) / std::max(1.0, std::fabs(ref)));
     }

@@ -38,6 +38,16 @@ CPU pipeline and executed with `mlir-runner`; (c) the expected values are
 computed with numpy from the same constants. All three must agree, and at
 least one seed must have fewer matmuls after optimization.
 
+With --linfuse-lowering, both modules are lowered by `linfuse-opt
+--linfuse-lower-to-cpu` instead (matmuls, bias-adds and activations raised
+to `linfuse.gemm`, GEMMs as calls into liblinfuse_runtime.so, given with
+--runtime-lib and loaded before the runner utils). The module then also
+has a `@check_main` (the entry point) that runs @main and prints the
+runtime's first recorded error, which must be 0, and every f32 matmul of
+each module must have become one `linfuse_cpu_gemm` call in its lowered IR
+(f64 matmuls, which the chain folding emits for weight products computed
+at run time, stay loops).
+
 Constants of the merge groups are k/8 with |k| <= 8, K <= 16, and only
 first-level results feed a second matmul, so the values are short binary
 fractions: f32 sums are exact (or, in rare worst cases, off by far less than
@@ -51,7 +61,8 @@ computed from them) are compared within 1e-4 of the output's magnitude
 Usage (the lit test passes full tool paths):
   random_matmul_graphs.py --work-dir DIR --lib-dir /usr/lib/llvm-22/lib \
       [--seeds 12] [--first-seed 0] [--linfuse-opt PATH] [--mlir-opt PATH] \
-      [--mlir-runner PATH] [--opt-flags "--linfuse-optimize"] [--verbose]
+      [--mlir-runner PATH] [--opt-flags "--linfuse-optimize"] [--verbose] \
+      [--linfuse-lowering --runtime-lib build/lib/liblinfuse_runtime.so]
   --opt-flags is split like a shell command line, e.g.
   --opt-flags='--linfuse-optimize --linfuse-fold-matmul-chains=policy=always'
   (the default, --linfuse-optimize, is what the lit test checks).
@@ -104,6 +115,19 @@ LOWERING = [
 ]
 
 MATMUL_RE = re.compile(r"(?<![\w.])linalg\.(?:batch_)?matmul(?![\w.])")
+# A call of the runtime's GEMM in IR lowered by --linfuse-lower-to-cpu (LLVM
+# dialect; the declaration is an llvm.func).
+GEMM_CALL_RE = re.compile(r"\bllvm\.call @linfuse_cpu_gemm_\w+\(")
+# The result type of a matmul (one op per line, in the generated and in
+# linfuse-opt's output) in an element type the runtime's GEMM takes; f64
+# matmuls (weight products that --linfuse-fold-matmul-chains computes at
+# run time) stay loops.
+GEMM_RESULT_RE = re.compile(r"->\s*tensor<(?:[0-9?]+x)+(?:f32|f16|bf16)>\s*$")
+RUNTIME_STATUS = {1: "LINFUSE_ERROR_INVALID_ARGUMENT",
+                  2: "LINFUSE_ERROR_UNSUPPORTED",
+                  3: "LINFUSE_ERROR_OUT_OF_MEMORY",
+                  4: "LINFUSE_ERROR_NO_DEVICE",
+                  5: "LINFUSE_ERROR_BACKEND"}
 
 
 class TestFailure(Exception):
@@ -192,6 +216,8 @@ class Graph:
         self.printed = []  # Vals printed, in emission order (see emit)
         self.notes = []
         self.helpers = False  # whether @opaque_index is needed
+        # --linfuse-lowering: also emit @check_main (see emit).
+        self.runtime_check = False
 
     def fresh(self, prefix):
         self.counter += 1
@@ -684,6 +710,36 @@ class Graph:
             if self.ops[i].printed is not None:
                 self.printed.append(self.ops[i].printed)
         out += ["  return", "}", ""]
+        if self.runtime_check:
+            # The entry point under --linfuse-lowering: @main, then the
+            # runtime's first recorded error (0: none; lowered code ignores
+            # the status of each GEMM call) printed as one more 1-element
+            # memref, through the same stream as the results, and if not 0
+            # its message on one more line (see split_runtime_status).
+            out += ["func.func private @linfuse_last_error() -> i32",
+                    "func.func private @linfuse_last_error_message() -> "
+                    "!llvm.ptr",
+                    "func.func private @printString(!llvm.ptr)",
+                    "func.func private @printNewline()", "",
+                    "func.func @check_main() {",
+                    "  call @main() : () -> ()",
+                    "  %status = call @linfuse_last_error() : () -> i32",
+                    "  %statusf = arith.sitofp %status : i32 to f32",
+                    "  %i0 = arith.constant 0 : index",
+                    "  %sbuf = memref.alloca() : memref<1xf32>",
+                    "  memref.store %statusf, %sbuf[%i0] : memref<1xf32>",
+                    "  %sunranked = memref.cast %sbuf : memref<1xf32> to "
+                    "memref<*xf32>",
+                    "  call @printMemrefF32(%sunranked) : (memref<*xf32>) -> ()",
+                    "  %ok = arith.constant 0 : i32",
+                    "  %failed = arith.cmpi ne, %status, %ok : i32",
+                    "  scf.if %failed {",
+                    "    %message = func.call @linfuse_last_error_message() "
+                    ": () -> !llvm.ptr",
+                    "    func.call @printString(%message) : (!llvm.ptr) -> ()",
+                    "    func.call @printNewline() : () -> ()",
+                    "  }",
+                    "  return", "}", ""]
         return "\n".join(out)
 
 
@@ -691,9 +747,10 @@ class Generator:
     WEIGHT_FORMS = ["kn", "nk", "transpose", "transpose_nk"]
     BIAS_KINDS = ["generic", "generic_swapped", "generic_out", "add"]
 
-    def __init__(self, seed):
+    def __init__(self, seed, runtime_check=False):
         self.rng = random.Random(seed)
         self.g = Graph(self.rng)
+        self.g.runtime_check = runtime_check
         self.extra_outputs = []  # more values to print
         self.second_level = []  # results of matmuls reading a result
 
@@ -1201,6 +1258,22 @@ def parse_memrefs(text):
     return arrays
 
 
+def split_runtime_status(text):
+    """Under --linfuse-lowering: (the results' output, the runtime status,
+    its message). @check_main prints the status as a last 1-element memref
+    (a header line and a data line) and, if not 0, the message after it."""
+    lines = text.splitlines()
+    last = max([i for i, line in enumerate(lines)
+                if line.startswith("Unranked Memref")], default=None)
+    if last is None or last + 1 >= len(lines):
+        raise TestFailure("no runtime status printed last")
+    status = parse_memrefs("\n".join(lines[last:last + 2]))[0]
+    if status.shape != (1,):
+        raise TestFailure("no runtime status printed last")
+    return ("\n".join(lines[:last]), int(status[0]),
+            "\n".join(lines[last + 2:]).strip())
+
+
 def run_tool(cmd, what, ir_path):
     try:
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -1217,6 +1290,12 @@ def run_tool(cmd, what, ir_path):
 
 def count_matmuls(ir):
     return len(MATMUL_RE.findall(ir))
+
+
+def count_gemm_candidates(ir):
+    """The matmuls --linfuse-lower-to-cpu must turn into runtime calls."""
+    return sum(1 for line in ir.splitlines()
+               if MATMUL_RE.search(line) and GEMM_RESULT_RE.search(line))
 
 
 def compare(name_a, arrays_a, name_b, arrays_b, expected):
@@ -1249,7 +1328,7 @@ def check_seed(seed, args):
     if os.path.isdir(d):
         shutil.rmtree(d)
     os.makedirs(d)
-    gen = Generator(seed)
+    gen = Generator(seed, runtime_check=args.linfuse_lowering)
     ir = gen.generate()
     printed = list(gen.g.printed)
     expected = [v.ref for v in printed]
@@ -1263,21 +1342,42 @@ def check_seed(seed, args):
                  [src, "-o", opt], "linfuse-opt " + args.opt_flags, src)
         with open(opt) as f:
             optimized = f.read()
-        libs = ",".join(os.path.join(args.lib_dir, lib) for lib in
-                        ("libmlir_c_runner_utils.so",
-                         "libmlir_runner_utils.so"))
+        libs = [os.path.join(args.lib_dir, lib) for lib in
+                ("libmlir_c_runner_utils.so", "libmlir_runner_utils.so")]
+        entry = "main"
+        if args.linfuse_lowering:
+            # The runtime first: it and libmlir_c_runner_utils both define
+            # memrefCopy (same ABI and semantics), the first one loaded wins.
+            libs = [args.runtime_lib] + libs
+            entry = "check_main"
         outputs = {}
+        gemm_calls = {}
         for label, path in (("unoptimized", src), ("optimized", opt)):
             lowered = os.path.splitext(path)[0] + ".lowered.mlir"
-            run_tool([args.mlir_opt] + LOWERING + [path, "-o", lowered],
-                     "lowering (mlir-opt) of the %s IR" % label, path)
-            out = run_tool([args.mlir_runner, "-e", "main",
+            if args.linfuse_lowering:
+                run_tool([args.linfuse_opt, "--linfuse-lower-to-cpu", path,
+                          "-o", lowered],
+                         "lowering (linfuse-opt --linfuse-lower-to-cpu) of "
+                         "the %s IR" % label, path)
+                with open(lowered) as f:
+                    gemm_calls[label] = len(GEMM_CALL_RE.findall(f.read()))
+            else:
+                run_tool([args.mlir_opt] + LOWERING + [path, "-o", lowered],
+                         "lowering (mlir-opt) of the %s IR" % label, path)
+            out = run_tool([args.mlir_runner, "-e", entry,
                             "-entry-point-result=void",
-                            "-shared-libs=" + libs, lowered],
+                            "-shared-libs=" + ",".join(libs), lowered],
                            "mlir-runner (%s)" % label, path)
             with open(os.path.join(d, label + ".out"), "w") as f:
                 f.write(out)
             try:
+                if args.linfuse_lowering:
+                    out, status, message = split_runtime_status(out)
+                    if status != 0:
+                        raise TestFailure(
+                            "the runtime recorded error %d (%s): %s" %
+                            (status, RUNTIME_STATUS.get(status, "?"),
+                             message))
                 outputs[label] = parse_memrefs(out)
             except TestFailure as e:
                 raise TestFailure("%s output: %s" % (label, e))
@@ -1294,12 +1394,26 @@ def check_seed(seed, args):
         if after > before:
             raise TestFailure("optimization increased matmuls %d -> %d" %
                               (before, after))
+        if args.linfuse_lowering:
+            # The GEMMs must have gone through the runtime, not loops: one
+            # call per f32 matmul (in the IR it ran, so at least one).
+            for label, text in (("unoptimized", ir), ("optimized", optimized)):
+                want = count_gemm_candidates(text)
+                if gemm_calls[label] != want or (
+                        count_matmuls(text) > 0 and want == 0):
+                    raise TestFailure(
+                        "the lowered %s IR has %d linfuse_cpu_gemm calls "
+                        "for %d matmuls (%d of them f32/f16/bf16)" %
+                        (label, gemm_calls[label], count_matmuls(text), want))
     except TestFailure as e:
         return (seed, False, "seed %d: FAILED (IR: %s, optimized: %s)\n%s"
                 % (seed, src, opt, e), 0, 0)
     notes = sorted(set(gen.g.notes))
     line = "seed %d: %d matmuls -> %d, %d results match" % (
         seed, before, after, len(expected))
+    if args.linfuse_lowering:
+        line += ", %d -> %d GEMM calls" % (gemm_calls["unoptimized"],
+                                           gemm_calls["optimized"])
     if args.verbose and notes:
         line += " [" + ", ".join(notes) + "]"
     return (seed, True, line, before, after)
@@ -1322,6 +1436,12 @@ def main():
     ap.add_argument("--opt-flags", default="--linfuse-optimize",
                     help="linfuse-opt flags under test (default "
                     "--linfuse-optimize)")
+    ap.add_argument("--linfuse-lowering", action="store_true",
+                    help="lower both modules with linfuse-opt "
+                    "--linfuse-lower-to-cpu (GEMMs become calls into "
+                    "--runtime-lib) instead of the upstream pipeline")
+    ap.add_argument("--runtime-lib",
+                    help="liblinfuse_runtime.so, for --linfuse-lowering")
     ap.add_argument("--jobs", type=int,
                     default=min(4, os.cpu_count() or 1))
     ap.add_argument("--emit-only", action="store_true",
@@ -1334,6 +1454,13 @@ def main():
     for lib in ("libmlir_c_runner_utils.so", "libmlir_runner_utils.so"):
         if not os.path.isfile(os.path.join(args.lib_dir, lib)):
             ap.error("%s not found in --lib-dir %s" % (lib, args.lib_dir))
+    if args.linfuse_lowering:
+        if not args.runtime_lib:
+            ap.error("--linfuse-lowering needs --runtime-lib")
+        if not os.path.isfile(args.runtime_lib):
+            ap.error("--runtime-lib %s not found" % args.runtime_lib)
+    elif args.runtime_lib:
+        ap.error("--runtime-lib is only used with --linfuse-lowering")
     os.makedirs(args.work_dir, exist_ok=True)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
 
@@ -1341,7 +1468,7 @@ def main():
         for s in seeds:
             path = os.path.join(args.work_dir, "seed-%d.mlir" % s)
             with open(path, "w") as f:
-                f.write(Generator(s).generate())
+                f.write(Generator(s, args.linfuse_lowering).generate())
             print(path)
         return 0
 

@@ -1,0 +1,27 @@
+func.func private @printMemrefF32(memref<*xf32>)
+func.func @main() {
+  %a = arith.constant dense<[[-9.0], [-7.0], [-4.5], [-1.5], [-0.005], [0.005], [0.5], [2.5], [5.0], [6.5], [7.0], [9.0]]> : tensor<12x1xf32>
+  %b = arith.constant dense<[[1.0]]> : tensor<1x1xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<12x1xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<12x1xf32>) -> tensor<12x1xf32>
+  %mm = linalg.matmul ins(%a, %b : tensor<12x1xf32>, tensor<1x1xf32>) outs(%f : tensor<12x1xf32>) -> tensor<12x1xf32>
+  %e2 = tensor.empty() : tensor<12x1xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%mm : tensor<12x1xf32>) outs(%e2 : tensor<12x1xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %lo = arith.constant -6.5 : f32
+    %hi = arith.constant 6.5 : f32
+    %c0 = arith.maximumf %x, %lo : f32
+    %c = arith.minimumf %c0, %hi : f32
+    %n = arith.negf %c : f32
+    %ex = math.exp %n : f32
+    %one = arith.constant 1.0 : f32
+    %d = arith.addf %one, %ex : f32
+    %y = arith.divf %c, %d : f32
+    linalg.yield %y : f32
+  } -> tensor<12x1xf32>
+  %buf = bufferization.to_buffer %r : tensor<12x1xf32> to memref<12x1xf32>
+  %u = memref.cast %buf : memref<12x1xf32> to memref<*xf32>
+  call @printMemrefF32(%u) : (memref<*xf32>) -> ()
+  return
+}
