@@ -21,12 +21,20 @@ llvm::Error mlir::linfuse::optimizeModule(ModuleOp module, bool liftWeights) {
 }
 
 llvm::Error mlir::linfuse::lowerModule(ModuleOp module, Target target) {
-  if (target == Target::CUDA)
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        "--target=cuda: the CUDA target is not available in this build yet");
   FirstErrorCollector errors(module.getContext());
   PassManager pm(module.getContext(), ModuleOp::getOperationName());
+  if (target == Target::CUDA) {
+#ifndef LINFUSE_ENABLE_CUDA
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "--target=cuda: linfuse was built without the CUDA toolkit "
+        "(LINFUSE_ENABLE_CUDA=OFF)");
+#endif
+    buildLowerToCUDAPipeline(pm, LowerToCUDAPipelineOptions());
+    if (failed(pm.run(module)))
+      return errors.take("--linfuse-lower-to-cuda failed");
+    return llvm::Error::success();
+  }
   buildLowerToCPUPipeline(pm, LowerToCPUPipelineOptions());
   if (failed(pm.run(module)))
     return errors.take("--linfuse-lower-to-cpu failed");

@@ -106,8 +106,8 @@ void mlir::linfuse::buildLowerToCUDAPipeline(
   // No canonicalization here: it would fold a one-tile outer loop into the
   // thread loop, and the threads would become blocks of one thread.
   pm.addPass(createTileParallelLoopsPass(tile));
-  pm.addPass(createGpuMapParallelLoopsPass());
-  pm.addPass(createConvertParallelLoopToGpuPass());
+  pm.addNestedPass<func::FuncOp>(createGpuMapParallelLoopsPass());
+  pm.addNestedPass<func::FuncOp>(createConvertParallelLoopToGpuPass());
   pm.addPass(createGpuKernelOutliningPass());
   // gpu-to-llvm lowers allocations, copies and launches in their async
   // form: thread a stream through each function (synchronized before the

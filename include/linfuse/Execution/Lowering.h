@@ -21,7 +21,8 @@ enum class Target { CPU, CUDA };
 /// with `linfuse.weight` arguments get `@f__pack`).
 llvm::Error optimizeModule(ModuleOp module, bool liftWeights);
 
-/// --linfuse-lower-to-cpu (the only target so far; CUDA is an error).
+/// --linfuse-lower-to-cpu or --linfuse-lower-to-cuda (an error in builds
+/// without the CUDA toolkit).
 llvm::Error lowerModule(ModuleOp module, Target target);
 
 } // namespace linfuse
