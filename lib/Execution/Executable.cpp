@@ -80,6 +80,7 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
 
   std::unique_ptr<Executable> exe(new Executable());
   exe->entryName = entry.str();
+  exe->targetKind = options.target;
   bool anyWeight = false;
   for (auto [i, t] : llvm::enumerate(fn.getArgumentTypes())) {
     auto type = toTensorType(t, "argument " + llvm::Twine(i) + " of @" + entry);
@@ -142,8 +143,6 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
   return exe;
 }
 
-Executable::~Executable() = default;
-
 /// Checks `array` against `type` (static sizes must agree).
 static llvm::Error checkInput(const HostArray &array,
                               const TensorSignature &type, size_t index) {
@@ -157,6 +156,80 @@ static llvm::Error checkInput(const HostArray &array,
                    ", got " + describeType(array));
 }
 
+//===----------------------------------------------------------------------===//
+// Memory: host, or device through the runtime's mgpu* functions
+//===----------------------------------------------------------------------===//
+
+#ifdef LINFUSE_ENABLE_CUDA
+// liblinfuse_runtime's CUDA backend (the functions upstream's --gpu-to-llvm
+// calls); a null stream is the runtime's stream.
+extern "C" {
+void *mgpuMemAlloc(uint64_t sizeBytes, void *stream, bool isHostShared);
+void mgpuMemFree(void *ptr, void *stream);
+void mgpuMemcpy(void *dst, void *src, size_t sizeBytes, void *stream);
+}
+#endif
+
+static llvm::Error runtimeError(const llvm::Twine &what) {
+  int32_t status = linfuse_last_error();
+  if (status == LINFUSE_OK)
+    return llvm::Error::success();
+  std::string message = linfuse_last_error_message();
+  linfuse_clear_error();
+  return makeError(what + ": runtime error " + llvm::Twine(status) + ": " +
+                   message);
+}
+
+/// Device memory holding a copy of `a` (CUDA), or `a`'s own memory (CPU).
+static llvm::Expected<Executable::Buffer> upload(Target target,
+                                                 const HostArray &a) {
+  Executable::Buffer b;
+  b.shape.assign(a.shape.begin(), a.shape.end());
+  if (target == Target::CPU) {
+    b.data = const_cast<char *>(a.data.data());
+    return b;
+  }
+#ifdef LINFUSE_ENABLE_CUDA
+  size_t bytes = std::max<size_t>(a.data.size(), 1);
+  b.allocation = b.data = mgpuMemAlloc(bytes, nullptr, false);
+  if (!b.data) {
+    if (llvm::Error err = runtimeError("copying an input to the device"))
+      return std::move(err);
+    return makeError("copying an input to the device failed");
+  }
+  if (!a.data.empty())
+    mgpuMemcpy(b.data, const_cast<char *>(a.data.data()), a.data.size(),
+               nullptr);
+  if (llvm::Error err = runtimeError("copying an input to the device"))
+    return std::move(err);
+#endif
+  return b;
+}
+
+/// Frees memory the compiled code allocated (malloc on the CPU).
+static void freeAllocation(Target target, void *allocation) {
+  if (!allocation)
+    return;
+#ifdef LINFUSE_ENABLE_CUDA
+  if (target == Target::CUDA) {
+    mgpuMemFree(allocation, nullptr);
+    return;
+  }
+#endif
+  std::free(allocation);
+}
+
+void Executable::release(std::vector<Buffer> &buffers) {
+  for (Buffer &b : buffers)
+    freeAllocation(targetKind, b.allocation);
+  buffers.clear();
+}
+
+Executable::~Executable() {
+  release(packed);
+  release(inputBuffers);
+}
+
 llvm::Error Executable::bind(std::vector<HostArray> newInputs) {
   if (newInputs.size() != args.size())
     return makeError("@" + entryName + " takes " + llvm::Twine(args.size()) +
@@ -164,27 +237,34 @@ llvm::Error Executable::bind(std::vector<HostArray> newInputs) {
   for (auto [i, input] : llvm::enumerate(newInputs))
     if (llvm::Error err = checkInput(input, args[i], i))
       return err;
+  release(packed);
+  release(inputBuffers);
   inputs = std::move(newInputs);
-  packed.clear();
+  for (const HostArray &a : inputs) {
+    auto b = upload(targetKind, a);
+    if (!b)
+      return b.takeError();
+    inputBuffers.push_back(std::move(*b));
+  }
   if (packName.empty())
     return llvm::Error::success();
-  SmallVector<const HostArray *> weights;
+  SmallVector<const Buffer *> weights;
   for (auto [i, type] : llvm::enumerate(args))
     if (type.isWeight)
-      weights.push_back(&inputs[i]);
-  return call(packName, weights, packedTypes, &packed);
+      weights.push_back(&inputBuffers[i]);
+  return call(packName, weights, packedTypes, nullptr, &packed);
 }
 
 llvm::Error Executable::run(std::vector<HostArray> *outputs) {
-  if (inputs.size() != args.size())
+  if (inputBuffers.size() != args.size())
     return makeError("no inputs bound");
-  SmallVector<const HostArray *> in;
+  SmallVector<const Buffer *> in;
   for (auto [i, type] : llvm::enumerate(args))
     if (packName.empty() || !type.isWeight)
-      in.push_back(&inputs[i]);
-  for (const HostArray &p : packed)
+      in.push_back(&inputBuffers[i]);
+  for (const Buffer &p : packed)
     in.push_back(&p);
-  return call(entryName, in, resultTypes, outputs);
+  return call(entryName, in, resultTypes, outputs, nullptr);
 }
 
 namespace {
@@ -193,12 +273,11 @@ namespace {
 struct Descriptor {
   SmallVector<int64_t, 8> words;
 
-  static Descriptor forArray(const HostArray &a) {
+  static Descriptor forBuffer(const Executable::Buffer &a) {
     Descriptor d;
     // A zero-sized array may have no storage; the code never reads it.
     static char empty[64];
-    void *ptr = a.data.empty() ? static_cast<void *>(empty)
-                               : const_cast<char *>(a.data.data());
+    void *ptr = a.data ? a.data : static_cast<void *>(empty);
     d.words.push_back(reinterpret_cast<int64_t>(ptr));
     d.words.push_back(reinterpret_cast<int64_t>(ptr));
     d.words.push_back(0);
@@ -214,7 +293,8 @@ struct Descriptor {
 
 /// Copies the (possibly strided) memref described at `words` into a packed
 /// row-major array.
-static HostArray readResult(const int64_t *words, const TensorSignature &type) {
+static HostArray readResult(const int64_t *words, const TensorSignature &type,
+                            Target target) {
   size_t rank = type.shape.size();
   HostArray out;
   out.type = type.type;
@@ -222,7 +302,22 @@ static HostArray readResult(const int64_t *words, const TensorSignature &type) {
   const int64_t *strides = words + 3 + rank;
   int64_t elt = byteSize(type.type);
   out.data.resize(out.numElements() * elt);
+  if (out.data.empty())
+    return out;
   const char *base = reinterpret_cast<const char *>(words[1]) + words[2] * elt;
+  std::vector<char> staging;
+#ifdef LINFUSE_ENABLE_CUDA
+  if (target == Target::CUDA) {
+    // Bring the elements' span to the host, then read it as below.
+    int64_t span = 1;
+    for (size_t d = 0; d < rank; ++d)
+      span += (out.shape[d] - 1) * strides[d];
+    staging.resize(span * elt);
+    mgpuMemcpy(staging.data(), const_cast<char *>(base), staging.size(),
+               nullptr);
+    base = staging.data();
+  }
+#endif
   SmallVector<int64_t> index(rank, 0);
   for (int64_t flat = 0, n = out.numElements(); flat < n; ++flat) {
     int64_t offset = 0;
@@ -239,9 +334,10 @@ static HostArray readResult(const int64_t *words, const TensorSignature &type) {
 }
 
 llvm::Error Executable::call(llvm::StringRef name,
-                             llvm::ArrayRef<const HostArray *> in,
+                             llvm::ArrayRef<const Buffer *> in,
                              llvm::ArrayRef<TensorSignature> outTypes,
-                             std::vector<HostArray> *out) {
+                             std::vector<HostArray> *out,
+                             std::vector<Buffer> *keep) {
   // _mlir_ciface_<name>(results*, descriptor*...): results come back as a
   // struct of descriptors (one descriptor when there is one result).
   size_t resultWords = 0;
@@ -249,8 +345,8 @@ llvm::Error Executable::call(llvm::StringRef name,
     resultWords += 3 + 2 * t.shape.size();
   SmallVector<int64_t> results(resultWords, 0);
   SmallVector<Descriptor> descriptors;
-  for (const HostArray *a : in)
-    descriptors.push_back(Descriptor::forArray(*a));
+  for (const Buffer *a : in)
+    descriptors.push_back(Descriptor::forBuffer(*a));
   SmallVector<void *> pointers;
   if (!outTypes.empty())
     pointers.push_back(results.data());
@@ -265,25 +361,32 @@ llvm::Error Executable::call(llvm::StringRef name,
           engine->invokePacked(("_mlir_ciface_" + name).str(), packedArgs))
     return err;
 
-  // Copy the results out and free their buffers once each; a result that
-  // is (a view of) an input is not ours to free.
+  // Keep the results where they are (`keep`), or copy them out and free
+  // their buffers once each; a result that is (a view of) an input is not
+  // ours to free.
   llvm::SmallPtrSet<void *, 8> freed;
-  for (const HostArray *a : in)
-    freed.insert(const_cast<char *>(a->data.data()));
+  for (const Buffer *a : in)
+    freed.insert(a->data);
   const int64_t *words = results.data();
   for (const TensorSignature &t : outTypes) {
-    if (out)
-      out->push_back(readResult(words, t));
+    size_t rank = t.shape.size();
     void *allocated = reinterpret_cast<void *>(words[0]);
-    if (allocated && freed.insert(allocated).second)
-      std::free(allocated);
-    words += 3 + 2 * t.shape.size();
+    bool ours = allocated && freed.insert(allocated).second;
+    if (keep) {
+      Buffer b;
+      b.data = reinterpret_cast<char *>(words[1]) + words[2] * byteSize(t.type);
+      b.allocation = ours ? allocated : nullptr;
+      b.shape.assign(words + 3, words + 3 + rank);
+      keep->push_back(std::move(b));
+    } else {
+      if (out)
+        out->push_back(readResult(words, t, targetKind));
+      if (ours)
+        freeAllocation(targetKind, allocated);
+    }
+    words += 3 + 2 * rank;
   }
-  if (int32_t status = linfuse_last_error()) {
-    std::string message = linfuse_last_error_message();
-    linfuse_clear_error();
-    return makeError("@" + name + ": runtime error " + llvm::Twine(status) +
-                     ": " + message);
-  }
+  if (llvm::Error err = runtimeError("@" + name))
+    return err;
   return llvm::Error::success();
 }

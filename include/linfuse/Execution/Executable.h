@@ -67,26 +67,44 @@ public:
   llvm::Error bind(std::vector<HostArray> inputs);
 
   /// Calls the entry function on the bound inputs. Results are copied into
-  /// `outputs` when it is non-null, else only freed.
+  /// `outputs` (from the device on CUDA) when it is non-null, else only
+  /// freed. On CUDA the call returns when the device is done.
   llvm::Error run(std::vector<HostArray> *outputs);
 
   /// True when the entry function got a packing function.
   bool hasPackFunction() const { return !packName.empty(); }
 
+  /// Where the compiled code's buffers live.
+  Target target() const { return targetKind; }
+
+  /// A buffer the compiled code reads: host memory on the CPU target,
+  /// device memory on the CUDA target.
+  struct Buffer {
+    void *data = nullptr;       // What the descriptor points to.
+    void *allocation = nullptr; // What to free (nullptr: not ours).
+    llvm::SmallVector<int64_t> shape;
+  };
+
 private:
   Executable() = default;
-  struct Buffers;
 
-  llvm::Error call(llvm::StringRef name, llvm::ArrayRef<const HostArray *> in,
+  llvm::Error call(llvm::StringRef name, llvm::ArrayRef<const Buffer *> in,
                    llvm::ArrayRef<TensorSignature> outTypes,
-                   std::vector<HostArray> *out);
+                   std::vector<HostArray> *out, std::vector<Buffer> *keep);
+  void release(std::vector<Buffer> &buffers);
 
   std::unique_ptr<ExecutionEngine> engine;
+  Target targetKind = Target::CPU;
   std::string entryName, packName;
   llvm::SmallVector<TensorSignature> args, resultTypes;
   /// Types of the packing function's results (the entry's extra arguments).
   llvm::SmallVector<TensorSignature> packedTypes;
-  std::vector<HostArray> inputs, packed;
+  /// The bound inputs (host copies) and what the code reads: the same
+  /// memory on the CPU, device copies uploaded once at bind on CUDA.
+  std::vector<HostArray> inputs;
+  std::vector<Buffer> inputBuffers;
+  /// The packing function's results, left where it produced them.
+  std::vector<Buffer> packed;
 };
 
 } // namespace linfuse
