@@ -19,12 +19,16 @@ Method: `--benchmark=N` (one warm-up call, then N timed calls, median), N
 chosen per variant so that one measurement takes about --target-s seconds;
 the pair (unfused, merged) is measured R times, interleaved (order
 alternating), and the median of the R per-run medians is reported.
-ratio = unfused / merged (> 1: merged is faster).
+ratio = unfused / merged (> 1: merged is faster). A run during which other
+processes used more than 10 % of the machine is repeated (the machines are
+shared); linfuse-run is copied first, so a rebuild cannot change it mid-run.
 
 The copy bandwidth of the machine is measured in the same run (numpy
-np.copyto of a 256 MiB f32 array, median of 5, at the start and at the end)
-and counted the STREAM way (bytes read + bytes written). For M <= 16 the
-GEMM is bound by reading the weights: bound = weight bytes / bandwidth.
+np.copyto of a 256 MiB f32 array, 5 samples at the start and 5 at the end,
+median) and counted the STREAM way (bytes read + bytes written). For M <= 16
+the GEMM should be bound by reading the weights: bound = weight bytes /
+bandwidth; the table also gives the compute time at the best GEMM rate of
+the run, which on few cores exceeds that bound.
 
 If PyTorch is importable, the same shapes also run through PyTorch eager:
 separate nn.Linear layers vs one nn.Linear over the concatenated weights.
@@ -35,7 +39,8 @@ Run with Debian's python (numpy; matplotlib for the plot):
   /usr/bin/python3 bench/cpu_gemm_merge.py --quick --out /tmp/quick
 
 Writes DIR/cpu_gemm_merge.json, DIR/cpu_gemm_merge.md and (with
-matplotlib) DIR/cpu_gemm_merge.png.
+matplotlib) DIR/cpu_gemm_merge.png; --from-json FILE rewrites the last two
+from an earlier run's JSON without measuring.
 """
 
 import argparse
@@ -45,6 +50,7 @@ import math
 import os
 import platform
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -201,15 +207,31 @@ def machine_info():
 
 def copy_bandwidth(reps=5, mib=256):
     """Median GB/s of np.copyto(dst, src), bytes read + written."""
+    wait_for_quiet()
     n = mib * 2**20 // 4
     src = np.ones(n, dtype=np.float32)
     dst = np.empty_like(src)
     np.copyto(dst, src)  # first touch
+    hz, ncpu = os.sysconf("SC_CLK_TCK"), os.cpu_count()
     times = []
-    for _ in range(reps):
+    for _ in range(4 * reps):
+        j0 = busy_jiffies()
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.perf_counter()
-        np.copyto(dst, src)
-        times.append(time.perf_counter() - t0)
+        for _ in range(3):
+            np.copyto(dst, src)
+        t = (time.perf_counter() - t0) / 3
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+        own = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+        other = ((busy_jiffies() - j0) / hz - own) / (3 * t * ncpu)
+        if other <= 0.10:
+            times.append(t)
+            if len(times) == reps:
+                break
+        else:
+            wait_for_quiet()
+    if not times:
+        times = [t]
     t = statistics.median(times)
     return {"gbps": 2 * src.nbytes / t / 1e9,
             "gbps_copied_bytes_only": src.nbytes / t / 1e9,
@@ -224,10 +246,93 @@ BENCH_RE = re.compile(r"benchmark: (\d+) runs, median ([0-9.]+) ms, "
 STATS_RE = re.compile(r"gemm_calls: (\d+)")
 
 
+def snapshot_binary(exe, work):
+    """Copies linfuse-run and the project's shared libraries it links into
+    the work folder: a rebuild while the benchmark runs neither breaks it nor
+    mixes two builds. Returns (exe, env)."""
+    bindir = os.path.join(work, "bin")
+    os.makedirs(bindir, exist_ok=True)
+    shutil.copy2(exe, bindir)
+    build = os.path.dirname(os.path.dirname(os.path.abspath(exe)))
+    ldd = subprocess.run(["ldd", exe], capture_output=True, text=True).stdout
+    for line in ldd.splitlines():
+        m = re.search(r"=> (\S+)", line)
+        if m and m.group(1).startswith(build + os.sep):
+            shutil.copy2(m.group(1), bindir)
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = bindir + (
+        ":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    return os.path.join(bindir, os.path.basename(exe)), env
+
+
+def cpu_busy(interval=0.5):
+    """Fraction of all CPUs busy over `interval` (called while this script
+    runs nothing: the load of other processes)."""
+    def read():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        idle = v[3] + v[4]
+        return sum(v) - idle, sum(v)
+    b0, t0 = read()
+    time.sleep(interval)
+    b1, t1 = read()
+    return (b1 - b0) / max(1, t1 - t0)
+
+
+def busy_jiffies():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return sum(v) - v[3] - v[4]
+
+
+def children_cpu_s():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def wait_for_quiet(threshold=0.15, max_wait_s=900):
+    """Waits (up to max_wait_s) until other processes use less than
+    `threshold` of the machine; returns (busy fraction seen last, seconds
+    waited)."""
+    t0 = time.time()
+    busy = cpu_busy()
+    announced = False
+    while busy > threshold and time.time() - t0 < max_wait_s:
+        if not announced:
+            log(f"  machine busy ({busy:.0%} of the CPUs used by others): "
+                "waiting")
+            announced = True
+        time.sleep(2)
+        busy = cpu_busy()
+    return busy, time.time() - t0
+
+
 class Runner:
     def __init__(self, exe, work):
-        self.exe = exe
+        self.exe, self.env = snapshot_binary(exe, work)
         self.work = work
+
+    def run_clean(self, *args, max_other=0.10, attempts=20, **kwargs):
+        """run(), repeated while other processes used more than `max_other`
+        of the machine during it (CPU time of the whole machine over the
+        run, less this run's own): a build or test run next to the
+        benchmark would otherwise end up in the medians."""
+        hz = os.sysconf("SC_CLK_TCK")
+        ncpu = os.cpu_count()
+        for attempt in range(attempts):
+            wait_for_quiet()
+            j0, c0, t0 = busy_jiffies(), children_cpu_s(), time.time()
+            out = self.run(*args, **kwargs)
+            j1, c1, t1 = busy_jiffies(), children_cpu_s(), time.time()
+            other = ((j1 - j0) / hz - (c1 - c0)) / ((t1 - t0) * ncpu)
+            out["other_load"] = max(0.0, other)
+            out["attempt"] = attempt + 1
+            if other <= max_other:
+                return out
+            log(f"  disturbed ({other:.0%} of the CPUs used by others "
+                "during the run): repeating")
+        out["disturbed"] = True
+        return out
 
     def run(self, module, inputs, n_results, optimize, bench=0, stats=False):
         cmd = [self.exe, module] + [f"--input=@{p}" for p in inputs]
@@ -238,7 +343,8 @@ class Runner:
             cmd.append(f"--benchmark={bench}")
         if stats:
             cmd.append("--runtime-stats")
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800,
+                           env=self.env)
         if p.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n"
                                f"{p.stdout}\n{p.stderr}")
@@ -348,14 +454,21 @@ def markdown(results):
            "ratio = unfused / merged (> 1: merged faster); times are "
            f"medians of {results['reps']} interleaved runs "
            "(min–max of the run medians in brackets).", "",
+           "For M ≤ 16: bound = weight bytes / copy bandwidth; compute = "
+           "GEMM flops / the best GEMM rate measured in this run "
+           f"({results['peak_gflops_measured']:.0f} GFLOP/s); "
+           "merged/max = merged / max(bound, compute).", "",
            "| kind | hidden | M | unfused µs | merged µs | ratio | "
-           "GEMM calls unfused→merged | weight MB | bound µs | merged/bound |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "GEMM calls unfused→merged | weight MB | bound µs | merged/bound "
+           "| compute µs | merged/max |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        bound = ("| | | " if r["m"] > 16 else
+        bound = ("| | | | | |" if r["m"] > 16 else
                  f"| {r['weight_bytes'] / 1e6:.1f} | {fmt_us(r['bound_us'])} "
-                 f"| {r['merged_over_bound']:.2f} |")
-        ratio = f"{r['ratio']:.2f}"
+                 f"| {r['merged_over_bound']:.2f} "
+                 f"| {fmt_us(r['compute_bound_us'])} "
+                 f"| {r['merged_over_max_bound']:.2f} |")
+        ratio = f"{r['ratio']:.3f}"
         if r["ratio"] < 0.98:
             ratio = f"**{ratio}**"
         out.append(
@@ -394,17 +507,21 @@ def plot(results, path):
     fig, axes = plt.subplots(1, len(hiddens), figsize=(4.2 * len(hiddens), 3.6),
                              sharey=True, squeeze=False)
     torch_rows = (results.get("torch") or {}).get("rows") or []
-    ymax = max([r["ratio"] for r in rows] +
+    ymax = max([r["pair_ratio_quartiles"][2] for r in rows] +
                [r["ratio"] for r in torch_rows] + [1.1])
-    ymin = min([r["ratio"] for r in rows] +
+    ymin = min([r["pair_ratio_quartiles"][0] for r in rows] +
                [r["ratio"] for r in torch_rows] + [0.9])
     for ax, h in zip(axes[0], hiddens):
         for kind, marker in (("qkv", "o"), ("gateup", "s")):
-            pts = sorted((r["m"], r["ratio"]) for r in rows
+            pts = sorted((r["m"], r["ratio"], r["pair_ratio_quartiles"])
+                         for r in rows
                          if r["hidden"] == h and r["kind"] == kind)
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts],
-                        marker=marker, label=f"linfuse {KIND_NAME[kind]}")
+                ax.errorbar([p[0] for p in pts], [p[1] for p in pts],
+                            yerr=[[max(0, p[1] - p[2][0]) for p in pts],
+                                  [max(0, p[2][2] - p[1]) for p in pts]],
+                            marker=marker, capsize=3,
+                            label=f"linfuse {KIND_NAME[kind]}")
             tp = sorted((r["m"], r["ratio"]) for r in torch_rows
                         if r["hidden"] == h and r["kind"] == kind)
             if tp:
@@ -422,7 +539,8 @@ def plot(results, path):
         ax.set_title(f"hidden {h}")
         ax.set_xlabel("M (rows of x)")
         ax.grid(True, alpha=0.3)
-    axes[0][0].set_ylabel("unfused time / merged time")
+    axes[0][0].set_ylabel("unfused time / merged time\n"
+                          "(bars: quartiles of the per-pair ratios)")
     axes[0][-1].legend(fontsize=7, loc="best")
     fig.suptitle("linfuse-run, OpenBLAS, f32: merged vs unfused\n"
                  f"{results['machine']['nproc']} cores "
@@ -457,7 +575,14 @@ def main():
     ap.add_argument("--keep-work", action="store_true",
                     help="keep the generated modules and .npy inputs")
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--from-json", metavar="FILE",
+                    help="measure nothing: rewrite the table and the plot "
+                         "of an earlier run's JSON into --out")
     args = ap.parse_args()
+    if args.from_json:
+        with open(args.from_json) as f:
+            finish(json.load(f), args.out)
+        return
     if args.quick:
         args.hidden, args.m, args.reps, args.target_s = [768], [1, 16], 2, 0.1
 
@@ -480,7 +605,16 @@ def main():
                 "compilation or weight packing). " + STREAM_NOTE + ".",
         "rows": [],
     }
+    st = os.stat(args.linfuse_run)
+    results["linfuse_run"] = {
+        "path": args.linfuse_run,
+        "mtime": datetime.datetime.fromtimestamp(st.st_mtime).isoformat(
+            timespec="seconds"),
+        "sha256": sh(f"sha256sum {args.linfuse_run} | cut -c1-16"),
+        "tree_dirty": bool(sh(f"git -C {REPO} status --porcelain -uno")),
+    }
     log(f"machine: {results['machine']}")
+    log(f"linfuse-run: {results['linfuse_run']} (snapshot in {work}/bin)")
 
     bw0 = copy_bandwidth()
     log(f"copy bandwidth (start): {bw0['gbps']:.2f} GB/s "
@@ -524,10 +658,6 @@ def main():
     results["copy_bandwidth_start_gbps"] = bw0["gbps"]
     results["copy_bandwidth_end_gbps"] = bw1["gbps"]
     results["copy_bandwidth_samples_gbps"] = samples
-    for r in results["rows"]:
-        r["bound_us"] = r["weight_bytes"] / (bw * 1e9) * 1e6
-        r["merged_over_bound"] = r["merged_us"] / r["bound_us"]
-        r["unfused_over_bound"] = r["unfused_us"] / r["bound_us"]
 
     # PyTorch eager, if installed.
     torch_res = {"status": "", "rows": []}
@@ -555,12 +685,39 @@ def main():
     results["torch"] = torch_res
 
     results["total_s"] = time.time() - t_start
-    with open(os.path.join(args.out, "cpu_gemm_merge.json"), "w") as f:
+    finish(results, args.out)
+
+
+def derive(results):
+    """Bounds from the copy bandwidth and the best GEMM rate of the run."""
+    bw = results["copy_bandwidth_gbps"]
+    rows = results["rows"]
+    peak = max(max(r["gflop"] / (r["unfused_us"] * 1e-6),
+                   r["gflop"] / (r["merged_us"] * 1e-6)) for r in rows)
+    results["peak_gflops_measured"] = peak
+    for r in rows:
+        r["merged_gflops"] = r["gflop"] / (r["merged_us"] * 1e-6)
+        pairs = sorted(u / m for u, m in zip(r["unfused_runs_ms"],
+                                             r["merged_runs_ms"]))
+        r["pair_ratio_quartiles"] = [float(np.percentile(pairs, q))
+                                     for q in (25, 50, 75)]
+        r["bound_us"] = r["weight_bytes"] / (bw * 1e9) * 1e6
+        r["merged_over_bound"] = r["merged_us"] / r["bound_us"]
+        r["unfused_over_bound"] = r["unfused_us"] / r["bound_us"]
+        r["compute_bound_us"] = r["gflop"] / peak * 1e6
+        r["merged_over_max_bound"] = r["merged_us"] / max(
+            r["bound_us"], r["compute_bound_us"])
+
+
+def finish(results, out):
+    derive(results)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "cpu_gemm_merge.json"), "w") as f:
         json.dump(results, f, indent=1)
     md = markdown(results)
-    with open(os.path.join(args.out, "cpu_gemm_merge.md"), "w") as f:
+    with open(os.path.join(out, "cpu_gemm_merge.md"), "w") as f:
         f.write(md)
-    plotted = plot(results, os.path.join(args.out, "cpu_gemm_merge.png"))
+    plotted = plot(results, os.path.join(out, "cpu_gemm_merge.png"))
     log("")
     log(md)
     losses = [r for r in results["rows"] if r["ratio"] < 0.98]
@@ -572,7 +729,7 @@ def main():
     log(f"merged/bound > 1.25 at M <= 16: {len(slow)} shape(s): " + ", ".join(
         f"{r['kind']} H={r['hidden']} M={r['m']} "
         f"({r['merged_over_bound']:.2f})" for r in slow))
-    log(f"wrote {args.out}/cpu_gemm_merge.json, .md"
+    log(f"wrote {out}/cpu_gemm_merge.json, .md"
         + (", .png" if plotted else "")
         + f"; total {results['total_s']:.0f} s")
 
@@ -586,9 +743,10 @@ def bench_shape(runner, kind, h, m, module, weights, wpaths, rng, work, args):
 
     # One call each with --runtime-stats (GEMM count, numerics) and a short
     # --benchmark to size N.
-    cal_m = runner.run(module, inputs, nres, True, bench=3, stats=True)
+    cal_m = runner.run_clean(module, inputs, nres, True, bench=3, stats=True)
     err = check_outputs(kind, x, weights, work, nres)
-    cal_u = runner.run(module, inputs, nres, False, bench=3, stats=True)
+    cal_u = runner.run_clean(module, inputs, nres, False, bench=3,
+                             stats=True)
     n_max = 20000
     n_u = calibrate(cal_u["median_ms"], args.target_s, n_max)
     n_m = calibrate(cal_m["median_ms"], args.target_s, n_max)
@@ -599,7 +757,8 @@ def bench_shape(runner, kind, h, m, module, weights, wpaths, rng, work, args):
         if r % 2:
             order.reverse()
         for name, opt, n in order:
-            runs[name].append(runner.run(module, inputs, nres, opt, bench=n))
+            runs[name].append(runner.run_clean(module, inputs, nres, opt,
+                                               bench=n))
     os.remove(xpath)
 
     med = {k: statistics.median(x["median_ms"] for x in v)
@@ -625,8 +784,14 @@ def bench_shape(runner, kind, h, m, module, weights, wpaths, rng, work, args):
         "gemm_calls_unfused": cal_u.get("gemm_calls"),
         "gemm_calls_merged": cal_m.get("gemm_calls"),
         "merged_rel_error_vs_numpy": err,
+        "other_load_during_runs": {
+            k: [round(x["other_load"], 3) for x in v]
+            for k, v in runs.items()},
+        "repeated_disturbed_runs": sum(x["attempt"] - 1
+                                       for v in runs.values() for x in v),
+        "still_disturbed_runs": sum(bool(x.get("disturbed"))
+                                    for v in runs.values() for x in v),
     }
-    row["merged_gflops"] = row["gflop"] / (row["merged_us"] * 1e-6)
     log(f"{kind:6s} H={h:5d} M={m:4d}: unfused {row['unfused_us']:10.1f} us "
         f"(N={n_u}), merged {row['merged_us']:10.1f} us (N={n_m}), "
         f"ratio {row['ratio']:.3f}, gemm_calls "
