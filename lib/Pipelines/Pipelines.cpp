@@ -51,20 +51,25 @@ static void addBufferization(OpPassManager &pm) {
   pm.addPass(createConvertBufferizationToMemRefPass());
 }
 
-void mlir::linfuse::buildLowerToCPUPipeline(
-    OpPassManager &pm, const LowerToCPUPipelineOptions &options) {
+/// Raise GEMMs (with the target's epilogues), bufferize, and turn the GEMMs
+/// into runtime calls for `target`.
+static void addGemmsAndBuffers(OpPassManager &pm, StringRef target,
+                               bool epilogues) {
   RaiseToGemmPassOptions raise;
-  raise.epilogues = options.epilogues;
+  raise.epilogues = epilogues;
+  raise.target = target.str();
   pm.addPass(createRaiseToGemmPass(raise));
   pm.addPass(createCanonicalizerPass());
   addBufferization(pm);
   ConvertGemmToRuntimePassOptions runtime;
-  runtime.target = "cpu";
+  runtime.target = target.str();
   pm.addPass(createConvertGemmToRuntimePass(runtime));
-  pm.addPass(createConvertLinalgToLoopsPass());
-  // f16/bf16 element-wise code: math in f32 (libm has no f16 erf), bf16
-  // arithmetic in f32, and bf16 conversions as integer ops (no
-  // __truncsfbf2 libcall, which neither the JIT nor every libgcc has).
+}
+
+/// f16/bf16 element-wise code: math in f32 (libm and libdevice have no f16
+/// erf), bf16 arithmetic in f32, and bf16 conversions as integer ops (no
+/// __truncsfbf2 libcall, which neither the JIT nor every libgcc has).
+static void addLowPrecisionLegalization(OpPassManager &pm) {
   pm.addPass(math::createMathExtendToSupportedTypes());
   arith::ArithEmulateUnsupportedFloatsOptions emulate;
   emulate.sourceTypeStrs = {"bf16"};
@@ -72,6 +77,13 @@ void mlir::linfuse::buildLowerToCPUPipeline(
   arith::ArithExpandOpsPassOptions expand;
   expand.includeBf16 = true;
   pm.addPass(arith::createArithExpandOpsPass(expand));
+}
+
+void mlir::linfuse::buildLowerToCPUPipeline(
+    OpPassManager &pm, const LowerToCPUPipelineOptions &options) {
+  addGemmsAndBuffers(pm, "cpu", options.epilogues);
+  pm.addPass(createConvertLinalgToLoopsPass());
+  addLowPrecisionLegalization(pm);
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
@@ -89,14 +101,7 @@ void mlir::linfuse::buildLowerToCPUPipeline(
 
 void mlir::linfuse::buildLowerToCUDAPipeline(
     OpPassManager &pm, const LowerToCUDAPipelineOptions &options) {
-  RaiseToGemmPassOptions raise;
-  raise.target = "cuda";
-  pm.addPass(createRaiseToGemmPass(raise));
-  pm.addPass(createCanonicalizerPass());
-  addBufferization(pm);
-  ConvertGemmToRuntimePassOptions runtime;
-  runtime.target = "cuda";
-  pm.addPass(createConvertGemmToRuntimePass(runtime));
+  addGemmsAndBuffers(pm, "cuda", /*epilogues=*/true);
   pm.addPass(createDeviceMemoryPass());
   // Element-wise work: parallel loops, tiled into blocks of threads,
   // mapped to the grid, outlined into kernels.
@@ -113,13 +118,7 @@ void mlir::linfuse::buildLowerToCUDAPipeline(
   // form: thread a stream through each function (synchronized before the
   // runtime's GEMM calls and the return).
   pm.addNestedPass<func::FuncOp>(createGpuAsyncRegionPass());
-  pm.addPass(math::createMathExtendToSupportedTypes());
-  arith::ArithEmulateUnsupportedFloatsOptions emulate;
-  emulate.sourceTypeStrs = {"bf16"};
-  pm.addPass(arith::createArithEmulateUnsupportedFloats(emulate));
-  arith::ArithExpandOpsPassOptions expand;
-  expand.includeBf16 = true;
-  pm.addPass(arith::createArithExpandOpsPass(expand));
+  addLowPrecisionLegalization(pm);
   if (options.cInterface)
     pm.addPass(createAttachCInterfacePass());
   gpu::GPUToNVVMPipelineOptions nvvm;

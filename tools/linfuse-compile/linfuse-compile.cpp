@@ -11,18 +11,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "linfuse/Execution/Lowering.h"
-#include "linfuse/InitAllLinfuse.h"
-#include "linfuse/Tools/CudaToolkit.h"
 #include "linfuse/Tools/ModuleLoading.h"
+#include "linfuse/Tools/ToolContext.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/InitAllDialects.h"
-#include "mlir/InitAllExtensions.h"
-#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
@@ -331,12 +327,7 @@ int main(int argc, char **argv) {
     return fail(rtLib + ": No such file (use --runtime-dir)");
 
   DialectRegistry registry;
-  registerAllDialects(registry);
-  registerAllExtensions(registry);
-  // gpu-module-to-binary translates kernels to LLVM IR.
-  mlir::registerAllToLLVMIRTranslations(registry);
-  mlir::linfuse::setDefaultCudaToolkitPath();
-  registerLinfuseDialects(registry);
+  registerToolDialects(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   auto module = loadModule(inputFile, context);

@@ -7,17 +7,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "linfuse/Execution/Executable.h"
-#include "linfuse/InitAllLinfuse.h"
 #include "linfuse/Runtime/Runtime.h"
-#include "linfuse/Tools/CudaToolkit.h"
 #include "linfuse/Tools/HostArray.h"
 #include "linfuse/Tools/ModuleLoading.h"
+#include "linfuse/Tools/ToolContext.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/InitAllDialects.h"
-#include "mlir/InitAllExtensions.h"
-#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
@@ -92,12 +88,7 @@ int main(int argc, char **argv) {
     return fail("--target must be cpu or cuda, not '" + target + "'");
 
   DialectRegistry registry;
-  registerAllDialects(registry);
-  registerAllExtensions(registry);
-  // gpu-module-to-binary translates kernels to LLVM IR.
-  mlir::registerAllToLLVMIRTranslations(registry);
-  mlir::linfuse::setDefaultCudaToolkitPath();
-  registerLinfuseDialects(registry);
+  registerToolDialects(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
 
