@@ -77,6 +77,9 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
   auto fn = module.lookupSymbol<func::FuncOp>(entry);
   if (!fn || fn.isExternal())
     return makeError("no function @" + entry + " with a body in the module");
+  if (!fn.isPublic())
+    return makeError("@" + entry +
+                     " is private: only public functions can be called");
 
   std::unique_ptr<Executable> exe(new Executable());
   exe->entryName = entry.str();
@@ -364,9 +367,12 @@ llvm::Error Executable::call(llvm::StringRef name,
   // Keep the results where they are (`keep`), or copy them out and free
   // their buffers once each; a result that is (a view of) an input is not
   // ours to free.
+  // Results may share a buffer (a value returned twice): read them all
+  // before freeing any.
   llvm::SmallPtrSet<void *, 8> freed;
   for (const Buffer *a : in)
     freed.insert(a->data);
+  SmallVector<void *> toFree;
   const int64_t *words = results.data();
   for (const TensorSignature &t : outTypes) {
     size_t rank = t.shape.size();
@@ -382,10 +388,12 @@ llvm::Error Executable::call(llvm::StringRef name,
       if (out)
         out->push_back(readResult(words, t, targetKind));
       if (ours)
-        freeAllocation(targetKind, allocated);
+        toFree.push_back(allocated);
     }
     words += 3 + 2 * rank;
   }
+  for (void *allocation : toFree)
+    freeAllocation(targetKind, allocation);
   if (llvm::Error err = runtimeError("@" + name))
     return err;
   return llvm::Error::success();

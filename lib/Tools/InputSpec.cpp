@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <unistd.h>
 
 using namespace mlir;
 using namespace mlir::linfuse;
@@ -64,8 +65,15 @@ public:
         return error("bad dimension '" + part + "'");
       shape.push_back(size);
     }
-    if (!arrayByteSize(*type, shape))
+    std::optional<int64_t> bytes = arrayByteSize(*type, shape);
+    if (!bytes)
       return error("shape too large");
+    // Allocating more than the machine has would abort (LLVM's new
+    // handler), not fail: refuse it here.
+    long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
+    if (pages > 0 && pageSize > 0 && *bytes / pageSize >= pages)
+      return error(llvm::Twine(*bytes) + " bytes exceed the machine's " +
+                   llvm::Twine(int64_t(pages) * pageSize) + " bytes of memory");
     if (valueText.empty())
       return error("missing value after '='");
 
