@@ -307,8 +307,9 @@ CBLAS_TRANSPOSE blasTrans(bool trans) {
 /// c = alpha * op(a) * op(b) + beta * c, c M x N. A transposed `c` (the
 /// transpose of a row-major matrix) is computed as
 /// c^T = op(b)^T * op(a)^T. beta == 0 does not read c (OpenBLAS).
-void sgemm(const BlasMatrix &a, const BlasMatrix &b, const BlasMatrix &c,
-           int64_t m, int64_t n, int64_t k, float alpha, float beta) {
+/// Returns the number of BLAS calls made.
+int64_t sgemm(const BlasMatrix &a, const BlasMatrix &b, const BlasMatrix &c,
+              int64_t m, int64_t n, int64_t k, float alpha, float beta) {
   // One row (decode, M = 1): a matrix-vector product. OpenBLAS's sgemm has
   // no M = 1 fast path and threads a merged (wide) call badly; sgemv reads
   // B once at memory speed, which is what merging wide weights is for.
@@ -317,22 +318,46 @@ void sgemm(const BlasMatrix &a, const BlasMatrix &b, const BlasMatrix &c,
     blasint incx = a.trans ? a.ld : 1; // op(A) = 1 x K: a row or a column.
     if (beta == 0.0f)
       std::fill(c.data, c.data + n, 0.0f); // Never read what C held.
-    if (b.trans) // B stored N x K: y = B x.
+    if (b.trans)                           // B stored N x K: y = B x.
       cblas_sgemv(CblasRowMajor, CblasNoTrans, blasint(n), blasint(k), alpha,
                   b.data, b.ld, x, incx, beta, c.data, 1);
     else // B stored K x N: y = B^T x.
       cblas_sgemv(CblasRowMajor, CblasTrans, blasint(k), blasint(n), alpha,
                   b.data, b.ld, x, incx, beta, c.data, 1);
-    return;
+    return 1;
   }
-  if (c.trans)
+  if (c.trans) {
     cblas_sgemm(CblasRowMajor, blasTrans(!b.trans), blasTrans(!a.trans),
                 blasint(n), blasint(m), blasint(k), alpha, b.data, b.ld, a.data,
                 a.ld, beta, c.data, c.ld);
-  else
-    cblas_sgemm(CblasRowMajor, blasTrans(a.trans), blasTrans(b.trans),
-                blasint(m), blasint(n), blasint(k), alpha, a.data, a.ld, b.data,
-                b.ld, beta, c.data, c.ld);
+    return 1;
+  }
+  // A merged GEMM is wide (N = the sum of its members' N). OpenBLAS runs
+  // one very wide sgemm slower than the same columns in blocks of 4096
+  // (measured on the 2-core machine at hidden 4096, docs/Benchmarks.md:
+  // merged Q/K/V at M = 16 went from 0.84-0.91x of three separate calls to
+  // 0.96-0.99x, gate/up at M = 128 from 0.94x to 0.98x), so wide C is
+  // computed in column blocks: one linfuse GEMM, several BLAS calls.
+  // LINFUSE_CPU_GEMM_BLOCK_N overrides the width (0: never split).
+  static const int64_t splitN = [] {
+    const char *v = std::getenv("LINFUSE_CPU_GEMM_BLOCK_N");
+    return v ? std::atoll(v) : int64_t(4096);
+  }();
+  if (splitN > 0 && n > splitN) {
+    int64_t calls = 0;
+    for (int64_t n0 = 0; n0 < n; n0 += splitN, ++calls) {
+      int64_t w = std::min(splitN, n - n0);
+      const float *bb = b.trans ? b.data + n0 * b.ld : b.data + n0;
+      cblas_sgemm(CblasRowMajor, blasTrans(a.trans), blasTrans(b.trans),
+                  blasint(m), blasint(w), blasint(k), alpha, a.data, a.ld, bb,
+                  b.ld, beta, c.data + n0, c.ld);
+    }
+    return calls;
+  }
+  cblas_sgemm(CblasRowMajor, blasTrans(a.trans), blasTrans(b.trans), blasint(m),
+              blasint(n), blasint(k), alpha, a.data, a.ld, b.data, b.ld, beta,
+              c.data, c.ld);
+  return 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -580,8 +605,7 @@ int32_t linfuse_cpu_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
           prepareInput(ab_type, p.a.at(batch), transA, aScratch.get());
       BlasMatrix bBlas =
           prepareInput(ab_type, p.b.at(batch), transB, bScratch.get());
-      sgemm(aBlas, bBlas, acc, p.m, p.n, p.k, alpha, beta);
-      ++launches;
+      launches += sgemm(aBlas, bBlas, acc, p.m, p.n, p.k, alpha, beta);
     }
 
     if (needFinish)

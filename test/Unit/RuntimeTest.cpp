@@ -375,6 +375,31 @@ TEST_F(RuntimeTest, F32LargeEnoughForBlockedKernels) {
   }
 }
 
+TEST_F(RuntimeTest, F32WideNIsComputedInColumnBlocks) {
+  // A merged GEMM wider than 4096 columns runs as several BLAS calls over
+  // column blocks (B as K x N or as N x K), into a slice of a wider C; the
+  // result is the same, and kernel_launches counts the calls.
+  const int64_t m = 3, n = 9000, k = 5;
+  for (int32_t flags : {0, kTransB}) {
+    SCOPED_TRACE("flags " + std::to_string(flags));
+    linfuse_reset_stats();
+    Tensor a = randomized(Tensor::contiguous(LINFUSE_F32, {m, k}), 8);
+    Tensor b = randomized(
+        Tensor::contiguous(LINFUSE_F32, flags ? std::vector<int64_t>{n, k}
+                                              : std::vector<int64_t>{k, n}),
+        9);
+    Tensor c = randomized({LINFUSE_F32, {m, n}, {n + 7, 1}, 3}, 10);
+    Gemm g;
+    g.flags = flags;
+    g.beta = 0.5f;
+    runAndCheck(g, a, b, c);
+    linfuse_runtime_stats stats;
+    linfuse_get_stats(&stats);
+    EXPECT_EQ(1, stats.gemm_calls);
+    EXPECT_EQ(3, stats.kernel_launches); // 4096 + 4096 + 808 columns
+  }
+}
+
 TEST_F(RuntimeTest, F32SlicesOfWiderBuffers) {
   // A merged GEMM's output: C is columns 4..6 of a 5 x 10 buffer; A and B
   // are slices too (lda > K, ldb > N). The neighbours must stay as they are.
