@@ -9,6 +9,16 @@
 using namespace mlir;
 using namespace mlir::linfuse;
 
+llvm::Expected<Target> mlir::linfuse::parseTarget(llvm::StringRef name) {
+  if (name == "cpu")
+    return Target::CPU;
+  if (name == "cuda")
+    return Target::CUDA;
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "--target must be cpu or cuda, not '" + name +
+                                     "'");
+}
+
 llvm::Error mlir::linfuse::optimizeModule(ModuleOp module, bool liftWeights) {
   FirstErrorCollector errors(module.getContext());
   PassManager pm(module.getContext(), ModuleOp::getOperationName());

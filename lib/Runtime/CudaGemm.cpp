@@ -64,11 +64,6 @@ constexpr uint64_t kWorkspaceBytes = uint64_t(32) << 20;
 // Arguments
 //===----------------------------------------------------------------------===//
 
-const char *typeName(int32_t dtype) {
-  static const char *const names[] = {"f32", "f16", "bf16"};
-  return dtype >= LINFUSE_F32 && dtype <= LINFUSE_BF16 ? names[dtype] : "?";
-}
-
 cudaDataType cudaType(int32_t dtype) {
   return dtype == LINFUSE_F16    ? CUDA_R_16F
          : dtype == LINFUSE_BF16 ? CUDA_R_16BF
@@ -121,22 +116,10 @@ struct Problem {
 };
 
 /// The checks (and messages) of linfuse_cpu_gemm, on the descriptors only.
+/// (The scalar codes are checked first, by validateGemmCodes.)
 int32_t validate(int64_t aRank, void *a, int64_t bRank, void *b,
                  int64_t biasRank, void *bias, int64_t cRank, void *c,
                  int32_t abType, int32_t cType, int32_t flags, Problem &p) {
-  for (int32_t dtype : {abType, cType})
-    if (dtype < LINFUSE_F32 || dtype > LINFUSE_BF16)
-      return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: unknown %s code %d", kFn,
-                  dtype == abType ? "ab_type" : "c_type", dtype);
-  if (cType != abType && cType != LINFUSE_F32)
-    return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
-                "%s: c_type %s must be ab_type (%s) or f32", kFn,
-                typeName(cType), typeName(abType));
-  constexpr int32_t kFlags = LINFUSE_GEMM_TRANSPOSE_A |
-                             LINFUSE_GEMM_TRANSPOSE_B | LINFUSE_GEMM_HAS_BIAS;
-  if (flags & ~kFlags)
-    return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: unknown flags 0x%x", kFn,
-                unsigned(flags & ~kFlags));
   p.transA = flags & LINFUSE_GEMM_TRANSPOSE_A;
   p.transB = flags & LINFUSE_GEMM_TRANSPOSE_B;
   p.hasBias = flags & LINFUSE_GEMM_HAS_BIAS;
@@ -413,9 +396,8 @@ struct Plan {
 int32_t plan(int64_t aRank, void *a, int64_t bRank, void *b, int64_t biasRank,
              void *bias, int64_t cRank, void *c, int32_t abType, int32_t cType,
              int32_t flags, int32_t epilogue, Plan &out) {
-  if (epilogue < LINFUSE_EPILOGUE_NONE || epilogue > LINFUSE_EPILOGUE_SILU)
-    return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: unknown epilogue code %d",
-                kFn, epilogue);
+  if (int32_t s = validateGemmCodes(kFn, abType, cType, flags, epilogue))
+    return s;
   Problem &p = out.p;
   if (int32_t s = validate(aRank, a, bRank, b, biasRank, bias, cRank, c, abType,
                            cType, flags, p))
@@ -527,8 +509,8 @@ int32_t algorithmFor(const Plan &plan, cublasLtHandle_t ltHandle,
                 "%s: cuBLASLt has no algorithm for %s inputs, %s C, "
                 "M=%" PRId64 " N=%" PRId64 " K=%" PRId64 " batch=%" PRId64
                 ", cuBLASLt epilogue %d, alignments A %u B %u C %u bias %u",
-                kFn, typeName(plan.abType), typeName(plan.cType), p.m, p.n, p.k,
-                plan.batch, int(plan.epilogue), plan.alignY, plan.alignX,
+                kFn, dtypeName(plan.abType), dtypeName(plan.cType), p.m, p.n,
+                p.k, plan.batch, int(plan.epilogue), plan.alignY, plan.alignX,
                 plan.alignC, plan.alignBias);
   if (int32_t s = check(status, kFn, "cublasLtMatmulAlgoGetHeuristic"))
     return s;
@@ -596,4 +578,3 @@ int32_t linfuse_cuda_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
   countDeviceWork(1, 1);
   return LINFUSE_OK;
 }
-

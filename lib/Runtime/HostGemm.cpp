@@ -131,19 +131,6 @@ template <typename Fn> void withStorageType(int32_t dtype, Fn &&fn) {
 
 int64_t elementSize(int32_t dtype) { return dtype == LINFUSE_F32 ? 4 : 2; }
 
-const char *dtypeName(int32_t dtype) {
-  switch (dtype) {
-  case LINFUSE_F32:
-    return "f32";
-  case LINFUSE_F16:
-    return "f16";
-  case LINFUSE_BF16:
-    return "bf16";
-  default:
-    return "?";
-  }
-}
-
 //===----------------------------------------------------------------------===//
 // Operands
 //===----------------------------------------------------------------------===//
@@ -445,34 +432,6 @@ struct Problem {
   int64_t batch, m, n, k;
 };
 
-int32_t validateCodes(int32_t abType, int32_t cType, int32_t flags,
-                      int32_t epilogue) {
-  auto known = [](int32_t dtype) {
-    return dtype == LINFUSE_F32 || dtype == LINFUSE_F16 ||
-           dtype == LINFUSE_BF16;
-  };
-  if (!known(abType))
-    return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: unknown ab_type code %d",
-                kFn, abType);
-  if (!known(cType))
-    return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: unknown c_type code %d",
-                kFn, cType);
-  if (cType != abType && cType != LINFUSE_F32)
-    return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
-                "%s: c_type %s must be ab_type (%s) or f32", kFn,
-                dtypeName(cType), dtypeName(abType));
-  constexpr int32_t kKnownFlags = LINFUSE_GEMM_TRANSPOSE_A |
-                                  LINFUSE_GEMM_TRANSPOSE_B |
-                                  LINFUSE_GEMM_HAS_BIAS;
-  if (flags & ~kKnownFlags)
-    return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: unknown flags 0x%x", kFn,
-                unsigned(flags & ~kKnownFlags));
-  if (epilogue < LINFUSE_EPILOGUE_NONE || epilogue > LINFUSE_EPILOGUE_SILU)
-    return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: unknown epilogue code %d",
-                kFn, epilogue);
-  return LINFUSE_OK;
-}
-
 int32_t validateShapes(int64_t aRank, void *a, int64_t bRank, void *b,
                        int64_t biasRank, void *bias, int64_t cRank, void *c,
                        int32_t abType, int32_t cType, int32_t flags,
@@ -547,7 +506,7 @@ int32_t linfuse_cpu_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
                          int64_t bias_rank, void *bias, int64_t c_rank, void *c,
                          int32_t ab_type, int32_t c_type, int32_t flags,
                          int32_t epilogue, float alpha, float beta) {
-  if (int32_t s = validateCodes(ab_type, c_type, flags, epilogue))
+  if (int32_t s = validateGemmCodes(kFn, ab_type, c_type, flags, epilogue))
     return s;
   Problem p;
   if (int32_t s = validateShapes(a_rank, a, b_rank, b, bias_rank, bias, c_rank,

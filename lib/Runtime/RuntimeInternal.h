@@ -21,6 +21,15 @@ namespace linfuse::runtime {
 int32_t fail(linfuse_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/// "f32", "f16", "bf16" for a linfuse_dtype code ("?" otherwise).
+const char *dtypeName(int32_t dtype);
+
+/// The checks every backend's GEMM entry point makes on its scalar
+/// arguments (dtype codes, the C type rule, flags, epilogue code), with
+/// messages naming `fn`: LINFUSE_OK or the recorded error.
+int32_t validateGemmCodes(const char *fn, int32_t abType, int32_t cType,
+                          int32_t flags, int32_t epilogue);
+
 /// Stats counters (atomic; see linfuse_get_stats).
 void countGemmCall();
 void countKernelLaunches(int64_t launches);

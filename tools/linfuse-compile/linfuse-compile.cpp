@@ -308,8 +308,9 @@ int main(int argc, char **argv) {
       "  linfuse-compile model.mlir --target=cpu -o libmodel.so\n\n"
       "Writes libmodel.so (needs only liblinfuse_runtime.so at run time) and "
       "libmodel.h declaring _mlir_ciface_<fn> for each public function.\n");
-  if (target != "cpu" && target != "cuda")
-    return fail("--target must be cpu or cuda, not '" + target + "'");
+  llvm::Expected<Target> targetKind = parseTarget(target);
+  if (!targetKind)
+    return fail(targetKind.takeError());
 
   // Where liblinfuse_runtime.so is: build/lib next to build/bin.
   std::string rtDir = runtimeDir;
@@ -347,8 +348,7 @@ int main(int argc, char **argv) {
     return fail(signatures.takeError());
   if (signatures->empty())
     return fail(inputFile + ": no public function with a body");
-  if (llvm::Error err =
-          lowerModule(**module, target == "cuda" ? Target::CUDA : Target::CPU))
+  if (llvm::Error err = lowerModule(**module, *targetKind))
     return fail(std::move(err));
 
   internalizeImplementation(**module);

@@ -84,8 +84,9 @@ int main(int argc, char **argv) {
       "weights) before the calls; --runtime-stats and --benchmark count and "
       "time the calls only.\n");
 
-  if (target != "cpu" && target != "cuda")
-    return fail("--target must be cpu or cuda, not '" + target + "'");
+  llvm::Expected<Target> targetKind = parseTarget(target);
+  if (!targetKind)
+    return fail(targetKind.takeError());
 
   DialectRegistry registry;
   registerToolDialects(registry);
@@ -106,7 +107,7 @@ int main(int argc, char **argv) {
   }
 
   CompileOptions options;
-  options.target = target == "cuda" ? Target::CUDA : Target::CPU;
+  options.target = *targetKind;
   options.optimize = !noOptimize;
   if (verbose)
     options.progress = [](llvm::StringRef stage) {

@@ -1,4 +1,5 @@
-//===- Passes.h - linfuse conversion passes -----------------------*- C++ -*-===//
+//===- Passes.h - linfuse conversion passes -----------------------*- C++
+//-*-===//
 
 #ifndef LINFUSE_CONVERSION_PASSES_H
 #define LINFUSE_CONVERSION_PASSES_H

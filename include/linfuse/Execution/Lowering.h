@@ -17,6 +17,10 @@ namespace linfuse {
 
 enum class Target { CPU, CUDA };
 
+/// "cpu" or "cuda" (a `--target=` value); anything else is a one-line
+/// error.
+llvm::Expected<Target> parseTarget(llvm::StringRef name);
+
 /// --linfuse-optimize, lifting weight packing when `liftWeights` (functions
 /// with `linfuse.weight` arguments get `@f__pack`).
 llvm::Error optimizeModule(ModuleOp module, bool liftWeights);

@@ -1,4 +1,5 @@
-/*===- Runtime.h - liblinfuse_runtime C ABI ------------------------*- C -*-===//
+/*===- Runtime.h - liblinfuse_runtime C ABI ------------------------*- C
+ *-*-===//
  *
  * The functions that code lowered by linfuse calls (and that drivers such as
  * linfuse-run use). Plain C, no MLIR dependency: liblinfuse_runtime.so must
@@ -41,8 +42,8 @@ typedef enum linfuse_status {
   LINFUSE_ERROR_INVALID_ARGUMENT = 1, /* shapes, ranks, strides, dtypes */
   LINFUSE_ERROR_UNSUPPORTED = 2,      /* valid but not implemented */
   LINFUSE_ERROR_OUT_OF_MEMORY = 3,
-  LINFUSE_ERROR_NO_DEVICE = 4,        /* no CUDA device / driver */
-  LINFUSE_ERROR_BACKEND = 5,          /* CUDA, cuBLAS(Lt) or BLAS failure */
+  LINFUSE_ERROR_NO_DEVICE = 4, /* no CUDA device / driver */
+  LINFUSE_ERROR_BACKEND = 5,   /* CUDA, cuBLAS(Lt) or BLAS failure */
 } linfuse_status;
 
 /* Element type codes. */

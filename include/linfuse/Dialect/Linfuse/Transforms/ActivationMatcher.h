@@ -1,4 +1,5 @@
-//===- ActivationMatcher.h - recognize GEMM epilogue activations --*- C++ -*-===//
+//===- ActivationMatcher.h - recognize GEMM epilogue activations --*- C++
+//-*-===//
 //
 // Importers spell the same activation many ways (torch-mlir's GELU is a
 // dozen arith/math ops whose order depends on the version; ReLU is a

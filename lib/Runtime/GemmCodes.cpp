@@ -1,0 +1,48 @@
+//===- GemmCodes.cpp - checks shared by the GEMM entry points -------------===//
+
+#include "RuntimeInternal.h"
+
+namespace linfuse::runtime {
+
+const char *dtypeName(int32_t dtype) {
+  switch (dtype) {
+  case LINFUSE_F32:
+    return "f32";
+  case LINFUSE_F16:
+    return "f16";
+  case LINFUSE_BF16:
+    return "bf16";
+  default:
+    return "?";
+  }
+}
+
+int32_t validateGemmCodes(const char *fn, int32_t abType, int32_t cType,
+                          int32_t flags, int32_t epilogue) {
+  auto known = [](int32_t dtype) {
+    return dtype == LINFUSE_F32 || dtype == LINFUSE_F16 ||
+           dtype == LINFUSE_BF16;
+  };
+  if (!known(abType))
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: unknown ab_type code %d",
+                fn, abType);
+  if (!known(cType))
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: unknown c_type code %d",
+                fn, cType);
+  if (cType != abType && cType != LINFUSE_F32)
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
+                "%s: c_type %s must be ab_type (%s) or f32", fn,
+                dtypeName(cType), dtypeName(abType));
+  constexpr int32_t kKnownFlags = LINFUSE_GEMM_TRANSPOSE_A |
+                                  LINFUSE_GEMM_TRANSPOSE_B |
+                                  LINFUSE_GEMM_HAS_BIAS;
+  if (flags & ~kKnownFlags)
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: unknown flags 0x%x", fn,
+                unsigned(flags & ~kKnownFlags));
+  if (epilogue < LINFUSE_EPILOGUE_NONE || epilogue > LINFUSE_EPILOGUE_SILU)
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: unknown epilogue code %d",
+                fn, epilogue);
+  return LINFUSE_OK;
+}
+
+} // namespace linfuse::runtime
