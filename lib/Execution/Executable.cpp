@@ -9,7 +9,11 @@
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/DynamicLibrary.h"
 #include "llvm/Support/TargetSelect.h"
+
+#include <dlfcn.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -70,6 +74,17 @@ static llvm::Expected<TensorSignature> toTensorType(Type t,
   return TensorSignature{*elt, llvm::to_vector(ranked.getShape()), false};
 }
 
+/// The JIT resolves the compiled code's calls (linfuse_*_gemm_*, mgpu*)
+/// among the process's global symbols. A tool links liblinfuse_runtime
+/// globally; a Python extension module is loaded with RTLD_LOCAL, and so are
+/// its dependencies: load the runtime again, globally, from where it is.
+static void makeRuntimeVisibleToJit() {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void *>(&linfuse_clear_error), &info) &&
+      info.dli_fname)
+    llvm::sys::DynamicLibrary::LoadLibraryPermanently(info.dli_fname);
+}
+
 llvm::Expected<std::unique_ptr<Executable>>
 Executable::compile(ModuleOp module, llvm::StringRef entry,
                     const CompileOptions &options) {
@@ -103,7 +118,7 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
   if (options.optimize) {
     if (options.progress)
       options.progress("optimize");
-    if (llvm::Error err = optimizeModule(module, anyWeight))
+    if (llvm::Error err = optimizeModule(module, anyWeight, options.report))
       return std::move(err);
     fn = module.lookupSymbol<func::FuncOp>(entry);
     if (auto pack = fn->getAttrOfType<FlatSymbolRefAttr>(kPackFunctionAttr)) {
@@ -120,7 +135,7 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
 
   if (options.progress)
     options.progress("lower");
-  if (llvm::Error err = lowerModule(module, options.target))
+  if (llvm::Error err = lowerModule(module, options.target, options.report))
     return std::move(err);
 
   if (options.progress)
@@ -129,6 +144,7 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
   std::call_once(nativeTarget, [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
+    makeRuntimeVisibleToJit();
   });
   DialectRegistry registry;
   registerBuiltinDialectTranslation(registry);
@@ -144,19 +160,6 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
   }
   exe->engine = std::move(*engine);
   return exe;
-}
-
-/// Checks `array` against `type` (static sizes must agree).
-static llvm::Error checkInput(const HostArray &array,
-                              const TensorSignature &type, size_t index) {
-  bool ok = array.type == type.type && array.shape.size() == type.shape.size();
-  for (size_t d = 0; ok && d < type.shape.size(); ++d)
-    ok =
-        ShapedType::isDynamic(type.shape[d]) || type.shape[d] == array.shape[d];
-  if (ok)
-    return llvm::Error::success();
-  return makeError("input " + llvm::Twine(index) + ": expected " + type.str() +
-                   ", got " + describeType(array));
 }
 
 //===----------------------------------------------------------------------===//
@@ -183,26 +186,27 @@ static llvm::Error runtimeError(const llvm::Twine &what) {
                    message);
 }
 
-/// Device memory holding a copy of `a` (CUDA), or `a`'s own memory (CPU).
-static llvm::Expected<Executable::Buffer> upload(Target target,
-                                                 const HostArray &a) {
+/// Device memory holding a copy of `bytes` bytes at `data` (CUDA), or that
+/// memory itself (CPU).
+static llvm::Expected<Executable::Buffer>
+upload(Target target, const void *data, size_t bytes,
+       llvm::ArrayRef<int64_t> shape) {
   Executable::Buffer b;
-  b.shape.assign(a.shape.begin(), a.shape.end());
+  b.shape.assign(shape.begin(), shape.end());
   if (target == Target::CPU) {
-    b.data = const_cast<char *>(a.data.data());
+    b.data = const_cast<void *>(data);
     return b;
   }
 #ifdef LINFUSE_ENABLE_CUDA
-  size_t bytes = std::max<size_t>(a.data.size(), 1);
-  b.allocation = b.data = mgpuMemAlloc(bytes, nullptr, false);
+  b.allocation = b.data = mgpuMemAlloc(std::max<size_t>(bytes, 1), nullptr,
+                                       /*isHostShared=*/false);
   if (!b.data) {
     if (llvm::Error err = runtimeError("copying an input to the device"))
       return std::move(err);
     return makeError("copying an input to the device failed");
   }
-  if (!a.data.empty())
-    mgpuMemcpy(b.data, const_cast<char *>(a.data.data()), a.data.size(),
-               nullptr);
+  if (bytes)
+    mgpuMemcpy(b.data, const_cast<void *>(data), bytes, nullptr);
   if (llvm::Error err = runtimeError("copying an input to the device"))
     return std::move(err);
 #endif
@@ -230,46 +234,126 @@ void Executable::release(std::vector<Buffer> &buffers) {
 
 Executable::~Executable() {
   release(packed);
+  release(weightBuffers);
   release(inputBuffers);
+}
+
+size_t Executable::numActivations() const {
+  return llvm::count_if(args, [](const TensorSignature &t) {
+    return !t.isWeight;
+  });
+}
+
+/// Checks `inputs` against `types` and uploads them (see upload()).
+template <typename Array>
+static llvm::Error uploadAll(Target target, llvm::ArrayRef<Array> inputs,
+                             llvm::ArrayRef<const TensorSignature *> types,
+                             llvm::ArrayRef<size_t> indices,
+                             std::vector<Executable::Buffer> &out) {
+  for (auto [i, input] : llvm::enumerate(inputs)) {
+    const TensorSignature &type = *types[i];
+    bool ok =
+        input.type == type.type && input.shape.size() == type.shape.size();
+    for (size_t d = 0; ok && d < type.shape.size(); ++d)
+      ok = ShapedType::isDynamic(type.shape[d]) ||
+           type.shape[d] == input.shape[d];
+    if (!ok)
+      return makeError("input " + llvm::Twine(indices[i]) + ": expected " +
+                       type.str() + ", got " +
+                       describeType(HostArray{input.type, input.shape, {}}));
+    std::optional<int64_t> bytes = arrayByteSize(input.type, input.shape);
+    if (!bytes)
+      return makeError("input " + llvm::Twine(indices[i]) +
+                       ": shape too large");
+    const void *data;
+    if constexpr (std::is_same_v<Array, HostArray>)
+      data = input.data.data();
+    else
+      data = input.data;
+    auto b = upload(target, data, *bytes, input.shape);
+    if (!b)
+      return b.takeError();
+    out.push_back(std::move(*b));
+  }
+  return llvm::Error::success();
 }
 
 llvm::Error Executable::bind(std::vector<HostArray> newInputs) {
   if (newInputs.size() != args.size())
     return makeError("@" + entryName + " takes " + llvm::Twine(args.size()) +
                      " inputs, got " + llvm::Twine(newInputs.size()));
-  for (auto [i, input] : llvm::enumerate(newInputs))
-    if (llvm::Error err = checkInput(input, args[i], i))
-      return err;
   release(packed);
+  release(weightBuffers);
   release(inputBuffers);
+  weightsPacked = false;
   inputs = std::move(newInputs);
-  for (const HostArray &a : inputs) {
-    auto b = upload(targetKind, a);
-    if (!b)
-      return b.takeError();
-    inputBuffers.push_back(std::move(*b));
+  SmallVector<const TensorSignature *> types;
+  SmallVector<size_t> indices;
+  for (auto [i, type] : llvm::enumerate(args)) {
+    types.push_back(&type);
+    indices.push_back(i);
   }
+  if (llvm::Error err = uploadAll<HostArray>(targetKind, inputs, types,
+                                             indices, inputBuffers))
+    return err;
   if (packName.empty())
     return llvm::Error::success();
   SmallVector<const Buffer *> weights;
   for (auto [i, type] : llvm::enumerate(args))
     if (type.isWeight)
       weights.push_back(&inputBuffers[i]);
-  return call(packName, weights, packedTypes, nullptr, &packed);
+  return pack(weights, packed);
 }
 
-llvm::Error Executable::run(std::vector<HostArray> *outputs) {
-  if (inputBuffers.size() != args.size())
-    return makeError("no inputs bound");
+llvm::Error Executable::pack(llvm::ArrayRef<const Buffer *> weights,
+                             std::vector<Buffer> &out) {
+  return call(packName, weights, packedTypes,
+              [&](MutableArrayRef<RawResult> results) {
+                for (RawResult &r : results) {
+                  size_t rank = r.type->shape.size();
+                  Buffer b;
+                  b.data = reinterpret_cast<char *>(r.words[1]) +
+                           r.words[2] * byteSize(r.type->type);
+                  b.allocation =
+                      r.ours ? reinterpret_cast<void *>(r.words[0]) : nullptr;
+                  r.taken = r.ours;
+                  b.shape.assign(r.words + 3, r.words + 3 + rank);
+                  out.push_back(std::move(b));
+                }
+              });
+}
+
+llvm::Error Executable::callEntry(llvm::ArrayRef<const Buffer *> activations,
+                                  llvm::ArrayRef<const Buffer *> weights,
+                                  ResultConsumer consume) {
+  // With a packing function the entry takes the activations, then the
+  // packed weights; without one, every argument in its place.
   SmallVector<const Buffer *> in;
-  for (auto [i, type] : llvm::enumerate(args))
-    if (packName.empty() || !type.isWeight)
-      in.push_back(&inputBuffers[i]);
-  for (const Buffer &p : packed)
-    in.push_back(&p);
-  return call(entryName, in, resultTypes, outputs, nullptr);
+  if (!packName.empty()) {
+    llvm::append_range(in, activations);
+    llvm::append_range(in, weights);
+  } else {
+    size_t a = 0, w = 0;
+    for (const TensorSignature &type : args)
+      in.push_back(type.isWeight ? weights[w++] : activations[a++]);
+  }
+  return call(entryName, in, resultTypes, consume);
 }
 
+/// Splits `buffers` (one per argument) into activations and weights.
+static void splitArguments(llvm::ArrayRef<TensorSignature> args,
+                           llvm::ArrayRef<Executable::Buffer> buffers,
+                           SmallVectorImpl<const Executable::Buffer *> &acts,
+                           SmallVectorImpl<const Executable::Buffer *> &ws) {
+  for (auto [type, buffer] : llvm::zip_equal(args, buffers))
+    (type.isWeight ? ws : acts).push_back(&buffer);
+}
+
+static SmallVector<const Executable::Buffer *>
+pointers(llvm::ArrayRef<Executable::Buffer> buffers) {
+  return llvm::map_to_vector(buffers,
+                             [](const Executable::Buffer &b) { return &b; });
+}
 namespace {
 /// MLIR ranked memref descriptors, as words: allocated, aligned, offset,
 /// sizes[rank], strides[rank].
@@ -339,8 +423,7 @@ static HostArray readResult(const int64_t *words, const TensorSignature &type,
 llvm::Error Executable::call(llvm::StringRef name,
                              llvm::ArrayRef<const Buffer *> in,
                              llvm::ArrayRef<TensorSignature> outTypes,
-                             std::vector<HostArray> *out,
-                             std::vector<Buffer> *keep) {
+                             ResultConsumer consume) {
   // _mlir_ciface_<name>(results*, descriptor*...): results come back as a
   // struct of descriptors (one descriptor when there is one result).
   size_t resultWords = 0;
@@ -364,37 +447,159 @@ llvm::Error Executable::call(llvm::StringRef name,
           engine->invokePacked(("_mlir_ciface_" + name).str(), packedArgs))
     return err;
 
-  // Keep the results where they are (`keep`), or copy them out and free
-  // their buffers once each; a result that is (a view of) an input is not
-  // ours to free.
-  // Results may share a buffer (a value returned twice): read them all
-  // before freeing any.
-  llvm::SmallPtrSet<void *, 8> freed;
+  // A result that is (a view of) an input is not ours to free, and results
+  // may share a buffer (a value returned twice, slices of one merged GEMM):
+  // the first of them owns it, and the consumer sees them all before any is
+  // freed.
+  llvm::SmallPtrSet<void *, 8> claimed;
   for (const Buffer *a : in)
-    freed.insert(a->data);
-  SmallVector<void *> toFree;
+    claimed.insert(a->data);
+  SmallVector<RawResult> raw;
   const int64_t *words = results.data();
   for (const TensorSignature &t : outTypes) {
-    size_t rank = t.shape.size();
     void *allocated = reinterpret_cast<void *>(words[0]);
-    bool ours = allocated && freed.insert(allocated).second;
-    if (keep) {
-      Buffer b;
-      b.data = reinterpret_cast<char *>(words[1]) + words[2] * byteSize(t.type);
-      b.allocation = ours ? allocated : nullptr;
-      b.shape.assign(words + 3, words + 3 + rank);
-      keep->push_back(std::move(b));
-    } else {
-      if (out)
-        out->push_back(readResult(words, t, targetKind));
-      if (ours)
-        toFree.push_back(allocated);
-    }
-    words += 3 + 2 * rank;
+    raw.push_back({words, &t, allocated && claimed.insert(allocated).second});
+    words += 3 + 2 * t.shape.size();
   }
-  for (void *allocation : toFree)
-    freeAllocation(targetKind, allocation);
+  consume(raw);
+  for (const RawResult &r : raw)
+    if (r.ours && !r.taken)
+      freeAllocation(targetKind, reinterpret_cast<void *>(r.words[0]));
   if (llvm::Error err = runtimeError("@" + name))
     return err;
   return llvm::Error::success();
+}
+
+llvm::Error Executable::run(std::vector<HostArray> *outputs) {
+  if (inputBuffers.size() != args.size())
+    return makeError("no inputs bound");
+  SmallVector<const Buffer *> activations, weights;
+  splitArguments(args, inputBuffers, activations, weights);
+  if (!packName.empty())
+    weights = pointers(packed);
+  return callEntry(activations, weights,
+                   [&](MutableArrayRef<RawResult> results) {
+                     if (outputs)
+                       for (const RawResult &r : results)
+                         outputs->push_back(
+                             readResult(r.words, *r.type, targetKind));
+                   });
+}
+
+/// The signatures and argument numbers of `args` that are (not) weights.
+static void selectArguments(llvm::ArrayRef<TensorSignature> args, bool weights,
+                            SmallVectorImpl<const TensorSignature *> &types,
+                            SmallVectorImpl<size_t> &indices) {
+  for (auto [i, type] : llvm::enumerate(args))
+    if (type.isWeight == weights) {
+      types.push_back(&type);
+      indices.push_back(i);
+    }
+}
+
+llvm::Error Executable::packWeights(llvm::ArrayRef<ArrayView> weights) {
+  SmallVector<const TensorSignature *> types;
+  SmallVector<size_t> indices;
+  selectArguments(args, /*weights=*/true, types, indices);
+  if (weights.size() != types.size())
+    return makeError("@" + entryName + " takes " + llvm::Twine(types.size()) +
+                     " weights, got " + llvm::Twine(weights.size()));
+  release(packed);
+  release(weightBuffers);
+  weightsPacked = false;
+  if (llvm::Error err = uploadAll<ArrayView>(targetKind, weights, types,
+                                             indices, weightBuffers))
+    return err;
+  if (!packName.empty())
+    if (llvm::Error err = pack(pointers(weightBuffers), packed))
+      return err;
+  weightsPacked = true;
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::vector<ResultArray>>
+Executable::invoke(llvm::ArrayRef<ArrayView> in) {
+  size_t numActs = numActivations();
+  bool allArguments = in.size() == args.size();
+  if (!allArguments && !(weightsPacked && in.size() == numActs)) {
+    if (weightsPacked)
+      return makeError("@" + entryName + " takes " + llvm::Twine(numActs) +
+                       " inputs besides its packed weights, got " +
+                       llvm::Twine(in.size()));
+    return makeError("@" + entryName + " takes " + llvm::Twine(args.size()) +
+                     " inputs, got " + llvm::Twine(in.size()));
+  }
+  SmallVector<const TensorSignature *> types;
+  SmallVector<size_t> indices;
+  if (allArguments)
+    for (auto [i, type] : llvm::enumerate(args)) {
+      types.push_back(&type);
+      indices.push_back(i);
+    }
+  else
+    selectArguments(args, /*weights=*/false, types, indices);
+
+  // Buffers made for this call only (device copies; a one-off packing).
+  std::vector<Buffer> uploaded, oneOffPacked;
+  llvm::scope_exit cleanup([&] {
+    release(oneOffPacked);
+    release(uploaded);
+  });
+  if (llvm::Error err =
+          uploadAll<ArrayView>(targetKind, in, types, indices, uploaded))
+    return std::move(err);
+  SmallVector<const Buffer *> activations, weights;
+  if (allArguments) {
+    splitArguments(args, uploaded, activations, weights);
+    if (!packName.empty()) {
+      if (llvm::Error err = pack(weights, oneOffPacked))
+        return std::move(err);
+      weights = pointers(oneOffPacked);
+    }
+  } else {
+    activations = pointers(uploaded);
+    weights = pointers(packName.empty() ? weightBuffers : packed);
+  }
+
+  std::vector<ResultArray> out;
+  llvm::Error err = callEntry(
+      activations, weights, [&](MutableArrayRef<RawResult> results) {
+        // Owners of the buffers the code allocated, by allocation.
+        llvm::DenseMap<void *, std::shared_ptr<void>> owners;
+        for (RawResult &r : results)
+          if (targetKind == Target::CPU && r.ours) {
+            owners[reinterpret_cast<void *>(r.words[0])] =
+                std::shared_ptr<void>(reinterpret_cast<void *>(r.words[0]),
+                                      std::free);
+            r.taken = true;
+          }
+        for (const RawResult &r : results) {
+          ResultArray a;
+          a.type = r.type->type;
+          size_t rank = r.type->shape.size();
+          auto owner = owners.find(reinterpret_cast<void *>(r.words[0]));
+          if (owner != owners.end()) {
+            // In place: the code's own buffer, possibly strided.
+            a.shape.assign(r.words + 3, r.words + 3 + rank);
+            a.strides.assign(r.words + 3 + rank, r.words + 3 + 2 * rank);
+            a.data = reinterpret_cast<char *>(r.words[1]) +
+                     r.words[2] * byteSize(a.type);
+            a.owner = owner->second;
+          } else {
+            // Device memory, or a view of memory the caller owns: a copy.
+            auto copy = std::make_shared<HostArray>(
+                readResult(r.words, *r.type, targetKind));
+            a.shape = copy->shape;
+            a.strides.assign(rank, 1);
+            for (size_t d = rank; d-- > 1;)
+              a.strides[d - 1] = a.strides[d] * a.shape[d];
+            a.data = copy->data.data();
+            a.owner = std::move(copy);
+          }
+          out.push_back(std::move(a));
+        }
+      });
+  if (err)
+    return std::move(err);
+  return out;
 }

@@ -5,6 +5,9 @@
 #include "linfuse/Tools/ModuleLoading.h"
 
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+
+#include <optional>
 
 using namespace mlir;
 using namespace mlir::linfuse;
@@ -19,20 +22,47 @@ llvm::Expected<Target> mlir::linfuse::parseTarget(llvm::StringRef name) {
                                      "'");
 }
 
-llvm::Error mlir::linfuse::optimizeModule(ModuleOp module, bool liftWeights) {
+/// Runs what `build` adds to a pass manager on `module`; the first error
+/// (or `what` + " failed") as a one-line error.
+static llvm::Error
+runPasses(ModuleOp module, const llvm::Twine &what, PassReport *report,
+          llvm::function_ref<llvm::Error(OpPassManager &)> build) {
   FirstErrorCollector errors(module.getContext());
   PassManager pm(module.getContext(), ModuleOp::getOperationName());
-  OptimizePipelineOptions options;
-  options.liftWeights = liftWeights;
-  buildOptimizePipeline(pm, options);
-  if (failed(pm.run(module)))
-    return errors.take("--linfuse-optimize failed");
+  if (llvm::Error err = build(pm))
+    return err;
+  // After `errors`: remarks reach the report first.
+  std::optional<PassReportCollector> collector;
+  if (report)
+    collector.emplace(pm, *report);
+  LogicalResult result = pm.run(module);
+  if (collector)
+    collector->finish();
+  if (failed(result))
+    return errors.take(what + " failed");
   return llvm::Error::success();
 }
 
-llvm::Error mlir::linfuse::lowerModule(ModuleOp module, Target target) {
-  FirstErrorCollector errors(module.getContext());
-  PassManager pm(module.getContext(), ModuleOp::getOperationName());
+llvm::Error mlir::linfuse::optimizeModule(ModuleOp module, bool liftWeights,
+                                          PassReport *report) {
+  OptimizePipelineOptions options;
+  options.liftWeights = liftWeights;
+  return optimizeModule(module, options, report);
+}
+
+llvm::Error
+mlir::linfuse::optimizeModule(ModuleOp module,
+                              const OptimizePipelineOptions &options,
+                              PassReport *report) {
+  return runPasses(module, "--linfuse-optimize", report,
+                   [&](OpPassManager &pm) {
+                     buildOptimizePipeline(pm, options);
+                     return llvm::Error::success();
+                   });
+}
+
+llvm::Error mlir::linfuse::lowerModule(ModuleOp module, Target target,
+                                       PassReport *report) {
   if (target == Target::CUDA) {
 #ifndef LINFUSE_ENABLE_CUDA
     return llvm::createStringError(
@@ -40,13 +70,33 @@ llvm::Error mlir::linfuse::lowerModule(ModuleOp module, Target target) {
         "--target=cuda: linfuse was built without the CUDA toolkit "
         "(LINFUSE_ENABLE_CUDA=OFF)");
 #endif
-    buildLowerToCUDAPipeline(pm, LowerToCUDAPipelineOptions());
-    if (failed(pm.run(module)))
-      return errors.take("--linfuse-lower-to-cuda failed");
-    return llvm::Error::success();
+    return runPasses(module, "--linfuse-lower-to-cuda", report,
+                     [](OpPassManager &pm) {
+                       buildLowerToCUDAPipeline(pm,
+                                                LowerToCUDAPipelineOptions());
+                       return llvm::Error::success();
+                     });
   }
-  buildLowerToCPUPipeline(pm, LowerToCPUPipelineOptions());
-  if (failed(pm.run(module)))
-    return errors.take("--linfuse-lower-to-cpu failed");
-  return llvm::Error::success();
+  return runPasses(module, "--linfuse-lower-to-cpu", report,
+                   [](OpPassManager &pm) {
+                     buildLowerToCPUPipeline(pm, LowerToCPUPipelineOptions());
+                     return llvm::Error::success();
+                   });
+}
+
+llvm::Error mlir::linfuse::runPipeline(ModuleOp module,
+                                       llvm::StringRef pipeline,
+                                       PassReport *report) {
+  return runPasses(
+      module, "pipeline '" + pipeline + "'", report,
+      [&](OpPassManager &pm) -> llvm::Error {
+        std::string message;
+        llvm::raw_string_ostream os(message);
+        if (failed(parsePassPipeline(pipeline, pm, os)))
+          return llvm::createStringError(
+              llvm::inconvertibleErrorCode(),
+              "bad pass pipeline '" + pipeline +
+                  "': " + llvm::StringRef(message).trim().split('\n').first);
+        return llvm::Error::success();
+      });
 }

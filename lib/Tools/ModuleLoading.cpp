@@ -44,3 +44,16 @@ mlir::linfuse::loadModule(llvm::StringRef path, MLIRContext &ctx) {
     return errors.take(path + ": cannot parse");
   return module;
 }
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+mlir::linfuse::parseModule(llvm::StringRef text, llvm::StringRef bufferName,
+                           MLIRContext &ctx) {
+  FirstErrorCollector errors(&ctx);
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(text, bufferName), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &ctx);
+  if (!module)
+    return errors.take(bufferName + ": cannot parse");
+  return module;
+}

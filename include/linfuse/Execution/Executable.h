@@ -22,6 +22,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
 
+#include <functional>
 #include <memory>
 
 namespace mlir {
@@ -33,6 +34,8 @@ struct CompileOptions {
   /// Run --linfuse-optimize (with weight lifting) first; false is the
   /// reference path (`linfuse-run --no-optimize`).
   bool optimize = true;
+  /// When set, what the passes did (optimize and lower) is added to it.
+  PassReport *report = nullptr;
   /// Called with each stage's name ("optimize", "lower", "jit") as it starts.
   std::function<void(llvm::StringRef)> progress;
 };
@@ -47,6 +50,29 @@ struct TensorSignature {
 
   /// "?x8xf32".
   std::string str() const;
+};
+
+/// An array the caller owns and keeps alive across the call: packed
+/// row-major host memory (the Python bindings' numpy arrays and DLPack
+/// tensors, without copies on the CPU).
+struct ArrayView {
+  ElementType type = ElementType::F32;
+  llvm::SmallVector<int64_t> shape;
+  const void *data = nullptr;
+};
+
+/// A result handed to the caller without a copy where possible: on the CPU,
+/// the buffer the compiled code allocated (a slice of a merged GEMM's output
+/// is a strided view into it); on CUDA, a host copy.
+struct ResultArray {
+  ElementType type = ElementType::F32;
+  llvm::SmallVector<int64_t> shape;
+  /// In elements; may be non-contiguous (a slice of a wider buffer).
+  llvm::SmallVector<int64_t> strides;
+  void *data = nullptr;
+  /// Frees the memory `data` points into when the last result sharing it is
+  /// gone.
+  std::shared_ptr<void> owner;
 };
 
 class Executable {
@@ -71,6 +97,24 @@ public:
   /// freed. On CUDA the call returns when the device is done.
   llvm::Error run(std::vector<HostArray> *outputs);
 
+  /// Runs the packing function on `weights` (the `linfuse.weight` arguments,
+  /// in order) and keeps its results for invoke(). On the CPU the views are
+  /// read in place and packed results may alias them: keep them alive (and
+  /// unchanged) until the next packWeights() or the Executable's end.
+  llvm::Error packWeights(llvm::ArrayRef<ArrayView> weights);
+
+  /// Calls the entry function on `inputs`: every argument, or, after
+  /// packWeights(), only the arguments that are not weights. Weights passed
+  /// here are packed for this call only. Results are returned without a copy
+  /// on the CPU (see ResultArray).
+  llvm::Expected<std::vector<ResultArray>>
+  invoke(llvm::ArrayRef<ArrayView> inputs);
+
+  /// The number of arguments that are not `linfuse.weight`.
+  size_t numActivations() const;
+  /// True once packWeights() succeeded.
+  bool hasPackedWeights() const { return weightsPacked; }
+
   /// True when the entry function got a packing function.
   bool hasPackFunction() const { return !packName.empty(); }
 
@@ -88,9 +132,32 @@ public:
 private:
   Executable() = default;
 
+  /// One result as the compiled code returned it: a memref descriptor
+  /// (allocated, aligned, offset, sizes, strides).
+  struct RawResult {
+    const int64_t *words;
+    const TensorSignature *type;
+    /// The allocation is the code's (not an input or a packed buffer) and
+    /// not already claimed by an earlier result sharing it.
+    bool ours;
+    /// Set by the consumer that takes over freeing the allocation.
+    bool taken = false;
+  };
+  using ResultConsumer = llvm::function_ref<void(llvm::MutableArrayRef<RawResult>)>;
+
+  /// Calls `_mlir_ciface_<name>`, hands the results to `consume`, then frees
+  /// the allocations it did not take.
   llvm::Error call(llvm::StringRef name, llvm::ArrayRef<const Buffer *> in,
                    llvm::ArrayRef<TensorSignature> outTypes,
-                   std::vector<HostArray> *out, std::vector<Buffer> *keep);
+                   ResultConsumer consume);
+  /// Packs `weights` into `out` (results kept where they are).
+  llvm::Error pack(llvm::ArrayRef<const Buffer *> weights,
+                   std::vector<Buffer> &out);
+  /// Calls the entry function on `activations` and `weights`: the packed
+  /// weights with a packing function, else the weight arguments as given.
+  llvm::Error callEntry(llvm::ArrayRef<const Buffer *> activations,
+                        llvm::ArrayRef<const Buffer *> weights,
+                        ResultConsumer consume);
   void release(std::vector<Buffer> &buffers);
 
   std::unique_ptr<ExecutionEngine> engine;
@@ -105,6 +172,11 @@ private:
   std::vector<Buffer> inputBuffers;
   /// The packing function's results, left where it produced them.
   std::vector<Buffer> packed;
+  /// The weights given to packWeights() (device copies on CUDA): packed
+  /// results may be views of them.
+  std::vector<Buffer> weightBuffers;
+  /// `packed` came from packWeights() (not bind()).
+  bool weightsPacked = false;
 };
 
 } // namespace linfuse

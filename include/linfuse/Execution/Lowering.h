@@ -9,6 +9,9 @@
 #ifndef LINFUSE_EXECUTION_LOWERING_H
 #define LINFUSE_EXECUTION_LOWERING_H
 
+#include "linfuse/Execution/PassReport.h"
+#include "linfuse/Pipelines/Pipelines.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
 
@@ -22,12 +25,24 @@ enum class Target { CPU, CUDA };
 llvm::Expected<Target> parseTarget(llvm::StringRef name);
 
 /// --linfuse-optimize, lifting weight packing when `liftWeights` (functions
-/// with `linfuse.weight` arguments get `@f__pack`).
-llvm::Error optimizeModule(ModuleOp module, bool liftWeights);
+/// with `linfuse.weight` arguments get `@f__pack`). With `report`, what the
+/// passes did is added to it.
+llvm::Error optimizeModule(ModuleOp module, bool liftWeights,
+                           PassReport *report = nullptr);
+llvm::Error optimizeModule(ModuleOp module,
+                           const OptimizePipelineOptions &options,
+                           PassReport *report = nullptr);
 
 /// --linfuse-lower-to-cpu or --linfuse-lower-to-cuda (an error in builds
 /// without the CUDA toolkit).
-llvm::Error lowerModule(ModuleOp module, Target target);
+llvm::Error lowerModule(ModuleOp module, Target target,
+                        PassReport *report = nullptr);
+
+/// Any textual pass pipeline, as mlir-opt's --pass-pipeline takes it
+/// ("builtin.module(linfuse-merge-parallel-matmuls{min-group-size=3})");
+/// the dialects and passes must be registered.
+llvm::Error runPipeline(ModuleOp module, llvm::StringRef pipeline,
+                        PassReport *report = nullptr);
 
 } // namespace linfuse
 } // namespace mlir

@@ -35,6 +35,12 @@ private:
 llvm::Expected<OwningOpRef<ModuleOp>> loadModule(llvm::StringRef path,
                                                  MLIRContext &ctx);
 
+/// Parses `text` (locations in messages name `bufferName`); errors as for
+/// loadModule.
+llvm::Expected<OwningOpRef<ModuleOp>> parseModule(llvm::StringRef text,
+                                                  llvm::StringRef bufferName,
+                                                  MLIRContext &ctx);
+
 } // namespace linfuse
 } // namespace mlir
 

@@ -15,6 +15,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace mlir {
 namespace linfuse {
@@ -37,6 +39,16 @@ private:
 
 /// Total of one statistic so far (0 when never counted).
 uint64_t getPassStatistic(llvm::StringRef passArgument, llvm::StringRef name);
+
+/// One counter's value.
+struct PassStatisticValue {
+  std::string pass, name;
+  uint64_t value = 0;
+};
+
+/// Every counter so far, in first-counted order (compare two snapshots for
+/// what one pipeline run counted).
+std::vector<PassStatisticValue> snapshotPassStatistics();
 
 /// Prints every counted statistic, grouped by pass, in the layout of MLIR's
 /// pass statistics report. Prints nothing when nothing was counted.

@@ -1,0 +1,169 @@
+"""linfuse: merge parallel and chained matmuls, lower them to BLAS GEMMs.
+
+Work on MLIR text (linalg on tensors, as torch-mlir or IREE import it):
+
+    >>> import linfuse
+    >>> optimized, report = linfuse.optimize(ir, return_report=True)
+    >>> [str(r) for r in report.merges]
+    ['model.py:12:0: merged 3 matmuls sharing %arg0 into one ?x2304 GEMM']
+    >>> llvm_ir = linfuse.lower(optimized, target="cpu")
+
+or compile and call it on numpy arrays (torch tensors through DLPack, read
+in place on the CPU):
+
+    >>> module = linfuse.compile(ir, target="cpu")
+    >>> q, k, v = module.main(x, wq, wk, wv)
+    >>> module.main.load_weights(wq, wk, wv)   # pack once ...
+    >>> q, k, v = module.main(x)               # ... then pass activations only
+
+From PyTorch, see `linfuse.torch.compile`. Every failure raises
+`linfuse.Error` carrying the one-line diagnostic ("<input>:3:9: ...").
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from . import _linfuse
+from ._report import Remark, Report
+
+__all__ = ["Error", "Remark", "Report", "Module", "Function", "optimize", "lower",
+           "run_pipeline", "compile"]
+
+#: Raised for unparsable IR, failing passes, bad inputs and runtime errors.
+Error = _linfuse.Error
+
+
+def _options(pass_options: dict[str, Any]) -> str:
+    """{"lift_weights": True} -> "lift-weights=true"."""
+    parts = []
+    for key, value in pass_options.items():
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        parts.append(f"{key.replace('_', '-')}={value}")
+    return " ".join(parts)
+
+
+def _result(pair, return_report: bool):
+    text, native = pair
+    return (text, Report._from_native(native)) if return_report else text
+
+
+def optimize(ir: str, *, return_report: bool = False, **pass_options):
+    """Runs `--linfuse-optimize` on `ir` (MLIR text) and returns the new text.
+
+    Options are the pipeline's (`lift_weights=True` moves weight packing
+    into `@f__pack`). With `return_report=True`, returns `(ir, Report)`.
+    """
+    return _result(_linfuse.optimize(ir, _options(pass_options)), return_report)
+
+
+def lower(ir: str, target: str = "cpu", *, return_report: bool = False):
+    """Runs `--linfuse-lower-to-cpu` (or `-cuda`): LLVM-dialect text."""
+    return _result(_linfuse.lower(ir, target), return_report)
+
+
+def run_pipeline(ir: str, pipeline: str, *, return_report: bool = False):
+    """Runs any textual pass pipeline, as `mlir-opt --pass-pipeline` takes it:
+    `"builtin.module(linfuse-merge-parallel-matmuls, canonicalize)"`."""
+    return _result(_linfuse.run_pipeline(ir, pipeline), return_report)
+
+
+class Function:
+    """One compiled public function of a `Module`.
+
+    Call it with one array per argument (numpy arrays, or objects with
+    `__dlpack__` in host memory, or anything `numpy.asarray` takes). It
+    returns a numpy array, or a tuple for several results; bf16 results are
+    numpy uint16 arrays of bf16 bits (and bf16 inputs may be passed so).
+
+    Arguments marked `linfuse.weight` are packed (concatenated, folded) by a
+    one-time packing function: `load_weights(*weights)` runs it once and
+    keeps the weights; later calls take the other arguments only. Calling
+    with every argument packs on each call.
+    """
+
+    def __init__(self, native: "_linfuse.CompiledFunction"):
+        self._native = native
+        self._weights: tuple = ()
+        self.report = Report._from_native(native.report)
+
+    @property
+    def name(self) -> str:
+        return self._native.name
+
+    @property
+    def arguments(self) -> list[str]:
+        """Argument types as written, weights marked: ["?x64xf32", "64x64xf32 (weight)"]."""
+        return [t + (" (weight)" if w else "") for t, w in self._native.arguments]
+
+    @property
+    def results(self) -> list[str]:
+        return [t for t, _ in self._native.results]
+
+    @property
+    def num_weights(self) -> int:
+        return sum(1 for _, w in self._native.arguments if w)
+
+    def load_weights(self, *weights) -> None:
+        """Packs the `linfuse.weight` arguments, in order, once. The arrays
+        are kept (and read in place on the CPU): do not modify them."""
+        self._native.pack_weights(list(weights))
+        self._weights = weights
+
+    def __call__(self, *args):
+        results = self._native(list(args))
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def __repr__(self) -> str:
+        return (f"<linfuse.Function @{self.name}({', '.join(self.arguments)}) -> "
+                f"({', '.join(self.results)}) on {self._native.target}>")
+
+
+class Module:
+    """Compiled public functions of an MLIR module, by name."""
+
+    def __init__(self, functions: dict[str, Function], target: str):
+        self.functions = functions
+        self.target = target
+        self.report = Report()
+        for fn in functions.values():
+            self.report._merge(fn.report)
+
+    def __getattr__(self, name: str) -> Function:
+        functions = self.__dict__.get("functions", {})
+        if name in functions:
+            return functions[name]
+        raise AttributeError(f"no public function @{name} in the module "
+                             f"(have: {', '.join(functions) or 'none'})")
+
+    def __getitem__(self, name: str) -> Function:
+        return self.functions[name]
+
+    def __call__(self, *args):
+        """Calls the module's only function."""
+        if len(self.functions) != 1:
+            raise Error(f"the module has {len(self.functions)} public functions; "
+                        "call one by name")
+        return next(iter(self.functions.values()))(*args)
+
+    def __repr__(self) -> str:
+        return f"<linfuse.Module {list(self.functions)} on {self.target}>"
+
+
+def compile(ir: str, target: str = "cpu", *, optimize: bool = True,
+            entry: str | Sequence[str] | None = None) -> Module:
+    """Optimizes, lowers and JIT-compiles the public functions of `ir`
+    (or only `entry`) for `target` ("cpu", or "cuda" in builds with CUDA).
+
+    `optimize=False` skips `--linfuse-optimize` (the unfused reference).
+    """
+    if entry is None:
+        names = _linfuse.public_functions(ir)
+    else:
+        names = [entry] if isinstance(entry, str) else list(entry)
+    if not names:
+        raise Error("the module has no public function with a body")
+    functions = {name: Function(_linfuse.CompiledFunction(ir, name, target, optimize))
+                 for name in names}
+    return Module(functions, target)

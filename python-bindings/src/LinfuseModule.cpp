@@ -1,0 +1,270 @@
+//===- LinfuseModule.cpp - the `linfuse._linfuse` extension module --------===//
+//
+// Binds linfuse's C++ driver API (linfuse/Execution) for the `linfuse`
+// package: optimize / lower / run pipelines on IR text with a report of what
+// the passes did, and compile functions that are called on numpy arrays and
+// DLPack tensors. The Python-facing API (and its documentation) is in
+// python-bindings/linfuse/__init__.py; this module is its engine.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Arrays.h"
+
+#include "linfuse/Execution/Executable.h"
+#include "linfuse/Execution/Lowering.h"
+#include "linfuse/Execution/PassReport.h"
+#include "linfuse/InitAllLinfuse.h"
+#include "linfuse/Tools/ModuleLoading.h"
+#include "linfuse/Tools/ToolContext.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/InitAllPasses.h"
+#include "llvm/Support/ThreadPool.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <mutex>
+
+namespace py = pybind11;
+using namespace mlir;
+using namespace mlir::linfuse;
+using namespace linfuse_python;
+
+namespace {
+
+/// The dialects every linfuse tool knows, registered once.
+const DialectRegistry &registry() {
+  static DialectRegistry *instance = [] {
+    auto *r = new DialectRegistry();
+    registerToolDialects(*r);
+    return r;
+  }();
+  return *instance;
+}
+
+/// A fresh context per request (so large constants do not outlive it),
+/// sharing one thread pool.
+std::unique_ptr<MLIRContext> makeContext() {
+  static llvm::DefaultThreadPool *pool = new llvm::DefaultThreadPool();
+  auto ctx = std::make_unique<MLIRContext>(registry(),
+                                           MLIRContext::Threading::DISABLED);
+  ctx->setThreadPool(*pool);
+  ctx->loadAllAvailableDialects();
+  return ctx;
+}
+
+/// Value or linfuse.Error.
+template <typename T> T check(llvm::Expected<T> value) {
+  if (!value)
+    raise(llvm::toString(value.takeError()));
+  return std::move(*value);
+}
+void check(llvm::Error err) {
+  if (err)
+    raise(llvm::toString(std::move(err)));
+}
+
+OwningOpRef<ModuleOp> parse(MLIRContext &ctx, const std::string &ir) {
+  return check(parseModule(ir, "<input>", ctx));
+}
+
+std::string print(ModuleOp module) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module.print(os);
+  return text;
+}
+
+/// Runs `transform` on the module parsed from `ir`; returns the resulting IR
+/// and the report. The GIL is released while the passes run.
+template <typename Fn>
+std::pair<std::string, PassReport> transformText(const std::string &ir,
+                                                 Fn transform) {
+  auto ctx = makeContext();
+  OwningOpRef<ModuleOp> module = parse(*ctx, ir);
+  PassReport report;
+  check(withoutGil([&] { return transform(*module, report); }));
+  return {print(*module), std::move(report)};
+}
+
+/// A compiled function: the Executable and what compiling it reported.
+struct CompiledFunction {
+  std::unique_ptr<Executable> exe;
+  PassReport report;
+  std::string name;
+};
+
+std::vector<py::tuple> signature(llvm::ArrayRef<TensorSignature> types) {
+  std::vector<py::tuple> out;
+  for (const TensorSignature &t : types)
+    out.push_back(py::make_tuple(t.str(), t.isWeight));
+  return out;
+}
+
+void readInputs(const py::sequence &objects, CallInputs &inputs) {
+  for (size_t i = 0; i < objects.size(); ++i)
+    inputs.add(objects[i], i);
+}
+
+/// Calls `fn` with the GIL released.
+template <typename Fn> auto withoutGil(Fn fn) {
+  py::gil_scoped_release release;
+  return fn();
+}
+
+} // namespace
+
+PYBIND11_MODULE(_linfuse, m) {
+  m.doc() = "linfuse's native engine; use the `linfuse` package.";
+  static py::exception<std::runtime_error> error(m, "Error",
+                                                 PyExc_RuntimeError);
+  errorType = error;
+
+  static std::once_flag passes;
+  std::call_once(passes, [] {
+    registerAllPasses();
+    registerAllLinfusePasses();
+  });
+
+  py::class_<SourceLocation>(m, "SourceLocation")
+      .def_readonly("name", &SourceLocation::name)
+      .def_readonly("file", &SourceLocation::file)
+      .def_readonly("line", &SourceLocation::line)
+      .def_readonly("column", &SourceLocation::column)
+      .def("__str__", &SourceLocation::str)
+      .def("__repr__", [](const SourceLocation &l) {
+        return "SourceLocation('" + l.str() + "')";
+      });
+  py::class_<Remark>(m, "Remark")
+      .def_readonly("pass_name", &Remark::pass)
+      .def_readonly("location", &Remark::location)
+      .def_readonly("message", &Remark::message)
+      .def("__str__",
+           [](const Remark &r) {
+             return r.location.str() + ": " + r.message + " [" + r.pass + "]";
+           })
+      .def("__repr__", [](const Remark &r) {
+        return "Remark(" + r.pass + ", '" + r.message + "')";
+      });
+  py::class_<PassReport>(m, "PassReport")
+      .def_readonly("remarks", &PassReport::remarks)
+      .def_property_readonly("statistics", [](const PassReport &r) {
+        std::vector<py::tuple> out;
+        for (const PassStatisticValue &s : r.statistics)
+          out.push_back(py::make_tuple(s.pass, s.name, s.value));
+        return out;
+      });
+
+  m.def(
+      "optimize",
+      [](const std::string &ir, const std::string &options) {
+        OptimizePipelineOptions parsed;
+        std::string message;
+        llvm::raw_string_ostream os(message);
+        if (failed(parsed.parseFromString(options, os)))
+          raise("bad --linfuse-optimize options '" + options +
+                "': " + llvm::StringRef(message).trim().split('\n').first.str());
+        return transformText(ir, [&](ModuleOp module, PassReport &report) {
+          return optimizeModule(module, parsed, &report);
+        });
+      },
+      py::arg("ir"), py::arg("options") = "");
+  m.def(
+      "lower",
+      [](const std::string &ir, const std::string &target) {
+        Target kind = check(parseTarget(target));
+        return transformText(ir, [&](ModuleOp module, PassReport &report) {
+          return lowerModule(module, kind, &report);
+        });
+      },
+      py::arg("ir"), py::arg("target") = "cpu");
+  m.def(
+      "run_pipeline",
+      [](const std::string &ir, const std::string &pipeline) {
+        return transformText(ir, [&](ModuleOp module, PassReport &report) {
+          return runPipeline(module, pipeline, &report);
+        });
+      },
+      py::arg("ir"), py::arg("pipeline"));
+  m.def(
+      "public_functions",
+      [](const std::string &ir) {
+        auto ctx = makeContext();
+        OwningOpRef<ModuleOp> module = parse(*ctx, ir);
+        std::vector<std::string> names;
+        for (auto fn : module->getOps<func::FuncOp>())
+          if (fn.isPublic() && !fn.isExternal())
+            names.push_back(fn.getName().str());
+        return names;
+      },
+      py::arg("ir"));
+
+  py::class_<CompiledFunction>(m, "CompiledFunction")
+      .def(py::init([](const std::string &ir, const std::string &entry,
+                       const std::string &target, bool optimize) {
+             CompileOptions options;
+             options.target = check(parseTarget(target));
+             options.optimize = optimize;
+             auto fn = std::make_unique<CompiledFunction>();
+             options.report = &fn->report;
+             fn->name = entry;
+             auto ctx = makeContext();
+             OwningOpRef<ModuleOp> module = parse(*ctx, ir);
+             fn->exe = check(withoutGil([&] {
+               return Executable::compile(*module, entry, options);
+             }));
+             return fn;
+           }),
+           py::arg("ir"), py::arg("entry"), py::arg("target") = "cpu",
+           py::arg("optimize") = true)
+      .def_readonly("name", &CompiledFunction::name)
+      .def_readonly("report", &CompiledFunction::report)
+      .def_property_readonly(
+          "arguments",
+          [](const CompiledFunction &f) {
+            return signature(f.exe->arguments());
+          })
+      .def_property_readonly(
+          "results",
+          [](const CompiledFunction &f) { return signature(f.exe->results()); })
+      .def_property_readonly("has_pack_function",
+                             [](const CompiledFunction &f) {
+                               return f.exe->hasPackFunction();
+                             })
+      .def_property_readonly("weights_packed",
+                             [](const CompiledFunction &f) {
+                               return f.exe->hasPackedWeights();
+                             })
+      .def_property_readonly("target",
+                             [](const CompiledFunction &f) {
+                               return f.exe->target() == Target::CUDA
+                                          ? "cuda"
+                                          : "cpu";
+                             })
+      .def(
+          "pack_weights",
+          [](CompiledFunction &f, const py::sequence &weights) {
+            CallInputs inputs;
+            readInputs(weights, inputs);
+            check(withoutGil(
+                [&] { return f.exe->packWeights(inputs.views()); }));
+          },
+          py::arg("weights"))
+      .def(
+          "__call__",
+          [](CompiledFunction &f, const py::sequence &args) {
+            CallInputs inputs;
+            readInputs(args, inputs);
+            std::vector<ResultArray> results = check(
+                withoutGil([&] { return f.exe->invoke(inputs.views()); }));
+            py::list out;
+            for (ResultArray &r : results)
+              out.append(toNumpy(std::move(r)));
+            return out;
+          },
+          py::arg("args"));
+}
