@@ -1,24 +1,40 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs every linfuse test (lit + FileCheck and the
-# GoogleTest unit tests, one lit invocation). This is what CI runs.
+# Sets up, builds and runs every linfuse test: lit + FileCheck and the
+# GoogleTest unit tests (one lit invocation), then the Python package's
+# pytest suite (test/python) in the project venv. This is what CI runs.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${LINFUSE_BUILD_DIR:-$ROOT/build}"
+VENV="${LINFUSE_VENV:-$ROOT/.venv}"
 
-"$ROOT/scripts/setup.sh"
+"$ROOT/scripts/setup.sh" --python
 "$ROOT/scripts/build.sh"
 
 LOG="$(mktemp)"
-trap 'rm -f "$LOG"' EXIT
+PYLOG="$(mktemp)"
+trap 'rm -f "$LOG" "$PYLOG"' EXIT
 set +e
 /usr/lib/llvm-22/bin/lit -sv "$BUILD/test" "$BUILD/test/Unit" 2>&1 | tee "$LOG"
 status=${PIPESTATUS[0]}
+
+echo "== pytest test/python"
+PYTHONPATH="$BUILD/python_packages${PYTHONPATH:+:$PYTHONPATH}" \
+LINFUSE_BUILD_DIR="$BUILD" \
+  "$VENV/bin/python" -m pytest -q -rs -p no:cacheprovider "$ROOT/test/python" \
+  2>&1 | tee "$PYLOG"
+pystatus=${PIPESTATUS[0]}
 set -e
 
 # lit pads the labels when the summary has several ("Passed     : 102").
 count() { sed -n "s/^ *$1 *: *\([0-9]*\).*/\1/p" "$LOG" | tail -1; }
 passed=$(count Passed); failed=$(count Failed)
 unsupported=$(count Unsupported); skipped=$(count Skipped)
-echo "${passed:-0} passed, ${failed:-0} failed," \
+# pytest's last line: "== 31 passed, 2 skipped in 40.1s ==".
+pycount() { tail -1 "$PYLOG" | sed -n "s/.*[^0-9]\([0-9][0-9]*\) $1.*/\1/p"; }
+pypassed=$(pycount passed); pyfailed=$(pycount failed); pyerrors=$(pycount error)
+pyfailed=$(( ${pyfailed:-0} + ${pyerrors:-0} )); pyskipped=$(pycount skipped)
+echo "lit: ${passed:-0} passed, ${failed:-0} failed," \
   "$(( ${unsupported:-0} + ${skipped:-0} )) skipped (unsupported here: GPU-only)"
-exit "$status"
+echo "pytest: ${pypassed:-0} passed, ${pyfailed:-0} failed," \
+  "${pyskipped:-0} skipped (GPU-only)"
+[ "$status" -eq 0 ] && [ "$pystatus" -eq 0 ]

@@ -115,6 +115,13 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
     exe->resultTypes.push_back(*type);
   }
 
+  // Only the entry is compiled: the other public functions become private,
+  // so the optimizer inlines what the entry calls and drops the rest (and
+  // reports only what happened to the entry).
+  for (auto other : module.getOps<func::FuncOp>())
+    if (other != fn && other.isPublic() && !other.isExternal())
+      other.setPrivate();
+
   if (options.optimize) {
     if (options.progress)
       options.progress("optimize");

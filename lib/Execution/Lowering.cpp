@@ -92,7 +92,15 @@ llvm::Error mlir::linfuse::runPipeline(ModuleOp module,
       [&](OpPassManager &pm) -> llvm::Error {
         std::string message;
         llvm::raw_string_ostream os(message);
-        if (failed(parsePassPipeline(pipeline, pm, os)))
+        // parsePassPipeline(text, pm) reads the passes to add *within* pm's
+        // anchor: take "builtin.module(...)" apart (mlir-opt's
+        // --pass-pipeline form); "inline, func.func(cse)" goes in as is.
+        llvm::StringRef inner = pipeline.trim();
+        if (inner.consume_front("builtin.module(") && inner.consume_back(")"))
+          inner = inner.trim();
+        else
+          inner = pipeline.trim();
+        if (failed(parsePassPipeline(inner, pm, os)))
           return llvm::createStringError(
               llvm::inconvertibleErrorCode(),
               "bad pass pipeline '" + pipeline +

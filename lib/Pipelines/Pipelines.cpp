@@ -23,7 +23,10 @@ using namespace mlir::linfuse;
 
 void mlir::linfuse::buildOptimizePipeline(
     OpPassManager &pm, const OptimizePipelineOptions &options) {
-  pm.addPass(createCanonicalizerPass());
+  // Inline first: matmuls behind calls (a `@linear` helper called for Q, K
+  // and V) only share an input once they sit in one function. The inliner
+  // canonicalizes as it goes and drops private functions left unused.
+  pm.addPass(createInlinerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createFoldMatmulChainsPass());
   pm.addPass(createMergeParallelMatmulsPass());

@@ -28,10 +28,23 @@ from . import _linfuse
 from ._report import Remark, Report
 
 __all__ = ["Error", "Remark", "Report", "Module", "Function", "optimize", "lower",
-           "run_pipeline", "compile"]
+           "run_pipeline", "compile", "runtime_stats", "cuda_enabled"]
 
 #: Raised for unparsable IR, failing passes, bad inputs and runtime errors.
 Error = _linfuse.Error
+
+
+def runtime_stats(reset: bool = False) -> dict[str, int]:
+    """The runtime's counters since the last reset, process-wide:
+    {"gemm_calls": ..., "kernel_launches": ...} (BLAS calls on the host,
+    kernel launches on the GPU)."""
+    return _linfuse.runtime_stats(reset)
+
+
+def cuda_enabled() -> bool:
+    """True when linfuse was built with the CUDA backend (target="cuda"
+    compiles; running it needs a GPU)."""
+    return _linfuse.cuda_enabled()
 
 
 def _options(pass_options: dict[str, Any]) -> str:

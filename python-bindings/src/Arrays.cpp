@@ -22,8 +22,16 @@ static const char *kSupported =
     "float32, float64, float16, bfloat16 (uint16 bits in numpy), int64, "
     "int32, int8 or bool";
 
-static std::optional<ElementType> fromNumpy(const py::dtype &dtype) {
-  switch (dtype.kind()) {
+static std::optional<ElementType> fromNumpy(const py::dtype &descr) {
+  // Through Python attributes: pybind11 2.10 reads the descriptor struct
+  // with numpy 1's layout, and numpy 2 moved `elsize`.
+  struct {
+    char kind;
+    py::ssize_t size;
+    py::ssize_t itemsize() const { return size; }
+  } dtype{descr.attr("kind").cast<std::string>()[0],
+          descr.attr("itemsize").cast<py::ssize_t>()};
+  switch (dtype.kind) {
   case 'f':
     if (dtype.itemsize() == 4)
       return ElementType::F32;
@@ -127,7 +135,7 @@ void CallInputs::addNumpy(py::handle object, size_t index) {
     raise("input " + std::to_string(index) + ": numpy dtype " +
           py::str(array.dtype()).cast<std::string>() +
           " is not supported (" + kSupported + ")");
-  if (array.dtype().byteorder() == '>')
+  if (array.dtype().attr("byteorder").cast<std::string>() == ">")
     raise("input " + std::to_string(index) +
           ": big-endian arrays are not supported");
   ArrayView view;
@@ -181,7 +189,7 @@ py::array linfuse_python::toNumpy(ResultArray result) {
   std::vector<py::ssize_t> shape(result.shape.begin(), result.shape.end());
   std::vector<py::ssize_t> strides;
   for (int64_t s : result.strides)
-    strides.push_back(s * dtype.itemsize());
+    strides.push_back(s * mlir::linfuse::byteSize(result.type));
   void *data = result.data;
   // The array's base holds a reference to the buffer's owner.
   auto *owner = new std::shared_ptr<void>(std::move(result.owner));

@@ -14,6 +14,7 @@
 #include "linfuse/Execution/Lowering.h"
 #include "linfuse/Execution/PassReport.h"
 #include "linfuse/InitAllLinfuse.h"
+#include "linfuse/Runtime/Runtime.h"
 #include "linfuse/Tools/ModuleLoading.h"
 #include "linfuse/Tools/ToolContext.h"
 
@@ -202,6 +203,27 @@ PYBIND11_MODULE(_linfuse, m) {
         return names;
       },
       py::arg("ir"));
+
+  m.def(
+      "runtime_stats",
+      [](bool reset) {
+        linfuse_runtime_stats stats;
+        linfuse_get_stats(&stats);
+        if (reset)
+          linfuse_reset_stats();
+        py::dict out;
+        out["gemm_calls"] = stats.gemm_calls;
+        out["kernel_launches"] = stats.kernel_launches;
+        return out;
+      },
+      py::arg("reset") = false);
+  m.def("cuda_enabled", [] {
+#ifdef LINFUSE_ENABLE_CUDA
+    return true;
+#else
+    return false;
+#endif
+  });
 
   py::class_<CompiledFunction>(m, "CompiledFunction")
       .def(py::init([](const std::string &ir, const std::string &entry,

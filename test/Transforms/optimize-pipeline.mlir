@@ -140,8 +140,8 @@ func.func @lora_then_merge(%x: tensor<?x2xf32>) -> (tensor<?x2xf32>, tensor<?x1x
 }
 
 // Statistics over the whole file. Fold: the LoRA sum (3 matmuls -> 1).
-// Merge: 32 + 256 + 24 (LoRA-folded W and W_o) bytes of weights
-// concatenated. Constant folding: the Q/K/V weights (32 B) and biases
+// Merge: 32 + 256 + 24 (LoRA-folded W and W_o) + 1024 (@through_calls'
+// two 8x16 f32 weights) bytes of weights concatenated. Constant folding: the Q/K/V weights (32 B) and biases
 // (16 B), and the [2x3] merged LoRA weight (24 B).
 // STATS: linfuse-fold-matmul-chains
 // STATS-NEXT: (S) 0 chains-folded
@@ -149,9 +149,37 @@ func.func @lora_then_merge(%x: tensor<?x2xf32>) -> (tensor<?x2xf32>, tensor<?x1x
 // STATS-NEXT: (S) 0 scales-folded
 // STATS-NEXT: (S) 2 matmuls-removed
 // STATS-NEXT: linfuse-merge-parallel-matmuls
-// STATS-NEXT: (S) 3 groups-merged
-// STATS-NEXT: (S) 5 matmuls-removed
-// STATS-NEXT: (S) 312 bytes-concatenated
+// STATS-NEXT: (S) 4 groups-merged
+// STATS-NEXT: (S) 6 matmuls-removed
+// STATS-NEXT: (S) 1336 bytes-concatenated
 // STATS-NEXT: linfuse-fold-constant-weights
 // STATS-NEXT: (S) 3 constants-folded
 // STATS-NEXT: (S) 72 bytes-folded
+
+// -----
+
+// Matmuls behind calls: the pipeline inlines first, so projections written
+// through a private helper merge, and the helper (now unused) is gone. A
+// declaration (no body) is left alone.
+// CHECK-LABEL: func.func @through_calls
+// CHECK-SAME:    (%[[X:.*]]: tensor<4x8xf32>, %[[W0:.*]]: tensor<8x16xf32>, %[[W1:.*]]: tensor<8x16xf32>)
+// CHECK:         %[[W:.*]] = tensor.concat dim(1) %[[W0]], %[[W1]] : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x32xf32>
+// CHECK:         %[[MM:.*]] = linalg.matmul ins(%[[X]], %[[W]] : tensor<4x8xf32>, tensor<8x32xf32>)
+// CHECK-NOT:     linalg.matmul
+// CHECK:         %[[A:.*]] = tensor.extract_slice %[[MM]][0, 0] [4, 16]
+// CHECK:         call @opaque(%[[A]])
+// CHECK-NOT:     func.func private @proj
+func.func private @proj(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<4x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x16xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x16xf32>) -> tensor<4x16xf32>
+  %r = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x16xf32>) outs(%f : tensor<4x16xf32>) -> tensor<4x16xf32>
+  return %r : tensor<4x16xf32>
+}
+func.func private @opaque(tensor<4x16xf32>)
+func.func @through_calls(%x: tensor<4x8xf32>, %w0: tensor<8x16xf32>, %w1: tensor<8x16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>) {
+  %a = func.call @proj(%x, %w0) : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %b = func.call @proj(%x, %w1) : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  func.call @opaque(%a) : (tensor<4x16xf32>) -> ()
+  return %a, %b : tensor<4x16xf32>, tensor<4x16xf32>
+}

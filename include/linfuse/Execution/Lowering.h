@@ -38,9 +38,9 @@ llvm::Error optimizeModule(ModuleOp module,
 llvm::Error lowerModule(ModuleOp module, Target target,
                         PassReport *report = nullptr);
 
-/// Any textual pass pipeline, as mlir-opt's --pass-pipeline takes it
-/// ("builtin.module(linfuse-merge-parallel-matmuls{min-group-size=3})");
-/// the dialects and passes must be registered.
+/// Any textual pass pipeline on the module, as mlir-opt's --pass-pipeline
+/// takes it ("builtin.module(inline, func.func(cse))") or as the passes
+/// alone ("inline, func.func(cse)"); the passes must be registered.
 llvm::Error runPipeline(ModuleOp module, llvm::StringRef pipeline,
                         PassReport *report = nullptr);
 

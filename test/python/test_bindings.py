@@ -1,0 +1,294 @@
+"""The linfuse package on MLIR text: optimize / lower / run_pipeline with
+their reports, compile and call on numpy arrays and torch tensors, errors."""
+
+import numpy as np
+import pytest
+
+import linfuse
+
+# Q/K/V with bias in nn.Linear layout on a dynamic batch; weights are
+# `linfuse.weight` arguments (packed once by @main__pack).
+QKV = """
+#x = affine_map<(d0, d1, d2) -> (d0, d2)>
+#w = affine_map<(d0, d1, d2) -> (d1, d2)>
+#y = affine_map<(d0, d1, d2) -> (d0, d1)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d1)>
+func.func private @linear(%x: tensor<?x32xf32>, %w: tensor<16x32xf32>, %b: tensor<16xf32>) -> tensor<?x16xf32> {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %m = tensor.dim %x, %c0 : tensor<?x32xf32>
+  %e = tensor.empty(%m) : tensor<?x16xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?x16xf32>) -> tensor<?x16xf32>
+  %mm = linalg.matmul indexing_maps = [#x, #w, #y] ins(%x, %w : tensor<?x32xf32>, tensor<16x32xf32>) outs(%f : tensor<?x16xf32>) -> tensor<?x16xf32>
+  %r = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]} ins(%mm, %b : tensor<?x16xf32>, tensor<16xf32>) outs(%e : tensor<?x16xf32>) {
+  ^bb0(%a: f32, %bb: f32, %o: f32):
+    %s = arith.addf %a, %bb : f32
+    linalg.yield %s : f32
+  } -> tensor<?x16xf32>
+  return %r : tensor<?x16xf32>
+}
+func.func @qkv(%x: tensor<?x32xf32>,
+               %wq: tensor<16x32xf32> {linfuse.weight}, %bq: tensor<16xf32> {linfuse.weight},
+               %wk: tensor<16x32xf32> {linfuse.weight}, %bk: tensor<16xf32> {linfuse.weight},
+               %wv: tensor<16x32xf32> {linfuse.weight}, %bv: tensor<16xf32> {linfuse.weight})
+    -> (tensor<?x16xf32>, tensor<?x16xf32>, tensor<?x16xf32>) {
+  %q = func.call @linear(%x, %wq, %bq) : (tensor<?x32xf32>, tensor<16x32xf32>, tensor<16xf32>) -> tensor<?x16xf32>
+  %k = func.call @linear(%x, %wk, %bk) : (tensor<?x32xf32>, tensor<16x32xf32>, tensor<16xf32>) -> tensor<?x16xf32>
+  %v = func.call @linear(%x, %wv, %bv) : (tensor<?x32xf32>, tensor<16x32xf32>, tensor<16xf32>) -> tensor<?x16xf32>
+  return %q, %k, %v : tensor<?x16xf32>, tensor<?x16xf32>, tensor<?x16xf32>
+}
+func.func @scale(%x: tensor<4xf16>) -> tensor<4xf16> {
+  %e = tensor.empty() : tensor<4xf16>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]} ins(%x : tensor<4xf16>) outs(%e : tensor<4xf16>) {
+  ^bb0(%a: f16, %o: f16):
+    %s = arith.addf %a, %a : f16
+    linalg.yield %s : f16
+  } -> tensor<4xf16>
+  return %r : tensor<4xf16>
+}
+"""
+
+BF16_MATMUL = """
+func.func @mm(%a: tensor<?x8xbf16>, %b: tensor<8x4xbf16>) -> tensor<?x4xf32> {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %m = tensor.dim %a, %c0 : tensor<?x8xbf16>
+  %e = tensor.empty(%m) : tensor<?x4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?x4xf32>) -> tensor<?x4xf32>
+  %r = linalg.matmul ins(%a, %b : tensor<?x8xbf16>, tensor<8x4xbf16>) outs(%f : tensor<?x4xf32>) -> tensor<?x4xf32>
+  return %r : tensor<?x4xf32>
+}
+"""
+
+
+def qkv_weights(rng):
+    return [rng.standard_normal(s).astype(np.float32) * 0.2
+            for s in [(16, 32), (16,), (16, 32), (16,), (16, 32), (16,)]]
+
+
+def qkv_reference(x, ws):
+    return [x @ ws[i].T + ws[i + 1] for i in (0, 2, 4)]
+
+
+# --- optimize / lower / run_pipeline ---------------------------------------
+
+def test_optimize_merges_and_reports_as_data():
+    text, report = linfuse.optimize(QKV, return_report=True)
+    assert isinstance(text, str)
+    # The three projections became one matmul over a 48-wide weight.
+    assert text.count("linalg.matmul") == 1
+    assert "tensor<48x32xf32>" in text
+    assert len(report.merges) == 1
+    merge = report.merges[0]
+    assert merge.kind == "merge"
+    assert merge.pass_name == "linfuse-merge-parallel-matmuls"
+    assert merge.details == {"count": 3, "shared": "%arg0", "shape": "?x48"}
+    assert merge.file == "<input>" and merge.line > 0
+    assert report.statistics["linfuse-merge-parallel-matmuls"]["matmuls-removed"] == 2
+    assert "merged 3 matmuls" in str(report)
+
+
+def test_optimize_output_round_trips():
+    once = linfuse.optimize(QKV)
+    # The output parses again and is a fixpoint of the pipeline.
+    assert linfuse.optimize(once) == once
+    assert linfuse.run_pipeline(once, "builtin.module(canonicalize)") == once
+
+
+def test_optimize_options():
+    lifted = linfuse.optimize(QKV, lift_weights=True)
+    assert "func.func @qkv__pack" in lifted
+    assert "func.func @qkv__pack" not in linfuse.optimize(QKV, lift_weights=False)
+    with pytest.raises(linfuse.Error, match="no such option bogus"):
+        linfuse.optimize(QKV, bogus=1)
+
+
+def test_run_pipeline_single_pass():
+    text, report = linfuse.run_pipeline(
+        QKV, "builtin.module(inline, func.func(linfuse-merge-parallel-matmuls))",
+        return_report=True)
+    assert text.count("linalg.matmul") == 1
+    assert [r.kind for r in report.remarks] == ["merge"]
+    # The passes alone work too (anchored on the module).
+    assert "@linear" not in linfuse.run_pipeline(QKV, "inline")
+    assert "@linear" in linfuse.run_pipeline(QKV, "func.func(cse)")
+    with pytest.raises(linfuse.Error, match="bad pass pipeline"):
+        linfuse.run_pipeline(QKV, "builtin.module(no-such-pass)")
+
+
+def test_lower_to_cpu_calls_the_runtime():
+    text, report = linfuse.lower(linfuse.optimize(QKV), "cpu", return_report=True)
+    assert "llvm.func @linfuse_cpu_gemm_f32_f32" in text
+    assert "linalg." not in text
+    assert any(r.kind == "gemm" for r in report.remarks)
+
+
+def test_parse_errors_carry_the_diagnostic():
+    with pytest.raises(linfuse.Error, match=r"^<input>:1:13: "):
+        linfuse.optimize("func.func @f(")
+    with pytest.raises(linfuse.Error, match=r"^<input>:1:23: Dialect `bogus' not found"):
+        linfuse.compile("func.func @f() { %0 = bogus.op : i32 return }")
+
+
+def test_verifier_errors_are_errors():
+    bad = """func.func @f(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xf32> {
+      %r = linalg.matmul ins(%a, %b : tensor<4x8xf32>, tensor<4x8xf32>) outs(%a : tensor<4x8xf32>) -> tensor<4x8xf32>
+      return %r : tensor<4x8xf32>
+    }"""
+    with pytest.raises(linfuse.Error, match="<input>:2:"):
+        linfuse.optimize(bad)
+
+
+def test_bad_target():
+    with pytest.raises(linfuse.Error, match="must be cpu or cuda"):
+        linfuse.lower(QKV, "tpu")
+
+
+# --- compile and call -------------------------------------------------------
+
+def test_compile_lists_public_functions():
+    module = linfuse.compile(QKV)
+    assert sorted(module.functions) == ["qkv", "scale"]   # @linear is private
+    assert module.qkv.arguments[:2] == ["?x32xf32", "16x32xf32 (weight)"]
+    assert module.qkv.results == ["?x16xf32"] * 3
+    assert module.qkv.num_weights == 6
+    assert len(module.report.merges) == 1
+    with pytest.raises(AttributeError, match="no public function @linear"):
+        module.linear
+    with pytest.raises(linfuse.Error, match="2 public functions"):
+        module(np.zeros(4, np.float16))
+
+
+@pytest.mark.parametrize("rows", [1, 7, 64])
+def test_numerics_against_numpy_dynamic_batch(rng, rows):
+    fn = linfuse.compile(QKV, entry="qkv").qkv
+    ws = qkv_weights(rng)
+    x = rng.standard_normal((rows, 32)).astype(np.float32)
+    linfuse.runtime_stats(reset=True)
+    got = fn(x, *ws)
+    assert linfuse.runtime_stats()["gemm_calls"] == 1
+    for g, want in zip(got, qkv_reference(x, ws)):
+        assert g.shape == (rows, 16) and g.dtype == np.float32
+        np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-5)
+
+
+def test_unoptimized_reference_agrees(rng):
+    ws = qkv_weights(rng)
+    x = rng.standard_normal((5, 32)).astype(np.float32)
+    ref = linfuse.compile(QKV, entry="qkv", optimize=False).qkv
+    opt = linfuse.compile(QKV, entry="qkv").qkv
+    linfuse.runtime_stats(reset=True)
+    want = ref(x, *ws)
+    assert linfuse.runtime_stats(reset=True)["gemm_calls"] == 3
+    got = opt(x, *ws)
+    assert linfuse.runtime_stats()["gemm_calls"] == 1
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_weights_packed_once(rng):
+    fn = linfuse.compile(QKV, entry="qkv").qkv
+    ws = qkv_weights(rng)
+    fn.load_weights(*ws)
+    for rows in (3, 9):
+        x = rng.standard_normal((rows, 32)).astype(np.float32)
+        for g, want in zip(fn(x), qkv_reference(x, ws)):
+            np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-5)
+    # Every argument still works (packs for that call only).
+    x = rng.standard_normal((2, 32)).astype(np.float32)
+    other = qkv_weights(rng)
+    for g, want in zip(fn(x, *other), qkv_reference(x, other)):
+        np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(linfuse.Error, match="takes 1 inputs besides its packed weights, got 2"):
+        fn(x, x)
+    with pytest.raises(linfuse.Error, match="takes 6 weights, got 1"):
+        fn.load_weights(ws[0])
+
+
+def test_input_errors(rng):
+    fn = linfuse.compile(QKV, entry="qkv").qkv
+    ws = qkv_weights(rng)
+    x = np.zeros((4, 32), np.float32)
+    with pytest.raises(linfuse.Error, match="takes 7 inputs, got 1"):
+        fn(x)
+    with pytest.raises(linfuse.Error, match=r"input 0: expected \?x32xf32, got 4x31xf32"):
+        fn(np.zeros((4, 31), np.float32), *ws)
+    with pytest.raises(linfuse.Error, match=r"input 1: expected 16x32xf32, got 16x32xf64"):
+        fn(x, ws[0].astype(np.float64), *ws[1:])
+    with pytest.raises(linfuse.Error, match="numpy dtype complex64 is not supported"):
+        fn(x.astype(np.complex64), *ws)
+    with pytest.raises(linfuse.Error, match="input 0: cannot be read as an array|numpy dtype"):
+        fn("not an array", *ws)
+
+
+def test_non_contiguous_and_list_inputs(rng):
+    fn = linfuse.compile(QKV, entry="qkv").qkv
+    ws = qkv_weights(rng)
+    wide = rng.standard_normal((6, 64)).astype(np.float32)
+    x = wide[:, ::2]                      # strided view: copied once into C order
+    assert not x.flags.c_contiguous
+    for g, want in zip(fn(x, *ws), qkv_reference(np.ascontiguousarray(x), ws)):
+        np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-5)
+    f16 = linfuse.compile(QKV, entry="scale")
+    np.testing.assert_array_equal(f16(np.array([1, 2, 3, 4], np.float16)), [2, 4, 6, 8])
+
+
+def test_results_own_their_memory(rng):
+    fn = linfuse.compile(QKV, entry="qkv").qkv
+    ws = qkv_weights(rng)
+    x = rng.standard_normal((3, 32)).astype(np.float32)
+    q, k, v = fn(x, *ws)
+    want = qkv_reference(x, ws)
+    del fn                                # results outlive the function
+    import gc
+    gc.collect()
+    np.testing.assert_allclose(v, want[2], rtol=1e-5, atol=1e-5)
+    q[:] = 0                              # writable, and independent of k
+    np.testing.assert_allclose(k, want[1], rtol=1e-5, atol=1e-5)
+
+
+def test_torch_tensors_through_dlpack(rng):
+    torch = pytest.importorskip("torch")
+    fn = linfuse.compile(QKV, entry="qkv").qkv
+    ws = qkv_weights(rng)
+    x = torch.randn(5, 32)
+    got = fn(x, *[torch.from_numpy(w) for w in ws])
+    for g, want in zip(got, qkv_reference(x.numpy(), ws)):
+        np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(linfuse.Error, match="not contiguous"):
+        fn(torch.randn(32, 5).t(), *ws)
+
+
+def test_bf16_through_dlpack_and_uint16(rng):
+    torch = pytest.importorskip("torch")
+    fn = linfuse.compile(BF16_MATMUL).mm
+    a = torch.randn(3, 8).to(torch.bfloat16)
+    b = torch.randn(8, 4).to(torch.bfloat16)
+    want = (a.float() @ b.float()).numpy()
+    np.testing.assert_allclose(fn(a, b), want, rtol=1e-5, atol=1e-5)
+    # numpy has no bf16: uint16 arrays carry the bits.
+    bits = [t.view(torch.int16).numpy().view(np.uint16) for t in (a, b)]
+    np.testing.assert_allclose(fn(*bits), want, rtol=1e-5, atol=1e-5)
+
+
+def test_cuda_target_without_device_is_an_error(rng):
+    if not linfuse.cuda_enabled():
+        with pytest.raises(linfuse.Error, match="without the CUDA toolkit"):
+            linfuse.compile(QKV, target="cuda", entry="qkv")
+        return
+    from conftest import HAS_CUDA_DEVICE
+    if HAS_CUDA_DEVICE:
+        pytest.skip("a GPU is present (see test_cuda_target_numerics)")
+    fn = linfuse.compile(QKV, target="cuda", entry="qkv").qkv
+    with pytest.raises(linfuse.Error, match="no CUDA"):
+        fn(np.zeros((2, 32), np.float32), *qkv_weights(rng))
+
+
+@pytest.mark.cuda_device
+def test_cuda_target_numerics(rng):
+    fn = linfuse.compile(QKV, target="cuda", entry="qkv").qkv
+    ws = qkv_weights(rng)
+    x = rng.standard_normal((33, 32)).astype(np.float32)
+    for g, want in zip(fn(x, *ws), qkv_reference(x, ws)):
+        np.testing.assert_allclose(g, want, rtol=1e-3, atol=1e-3)
