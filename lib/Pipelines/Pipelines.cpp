@@ -42,6 +42,7 @@ void mlir::linfuse::buildOptimizePipeline(
 
 /// Tensors -> memrefs; shared by the host and device lowerings.
 static void addBufferization(OpPassManager &pm) {
+  pm.addPass(createDynamicExpandShapePass());
   pm.addPass(createReadOnlyArgumentsPass());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
@@ -134,7 +135,7 @@ void mlir::linfuse::buildLowerToCUDAPipeline(
 void mlir::linfuse::registerLinfusePipelines() {
   PassPipelineRegistration<OptimizePipelineOptions>(
       "linfuse-optimize",
-      "Target-independent linfuse pipeline: canonicalize, cse, fold matmul "
+      "Target-independent linfuse pipeline: inline, cse, fold matmul "
       "chains, merge parallel matmuls, fold constant weights, canonicalize, "
       "cse (with lift-weights=true: then lift weight packing). Emits upstream "
       "linalg/tensor/arith/func ops only.",

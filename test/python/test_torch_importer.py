@@ -475,10 +475,9 @@ def test_softmax_unsupported(decompose):
 
 
 @needs_tools
-@pytest.mark.xfail(reason="LLVM/MLIR 22 --expand-strided-metadata crashes on an "
-                   "expand_shape group with two dynamic sizes (llvm-project #186830); "
-                   "the importer emits tensor.reshape there instead", strict=False)
 def test_two_dynamic_sizes_in_one_expand_group(tmp_path):
+    # MLIR 22's --expand-strided-metadata crashes on such a group
+    # (llvm-project #186830); linfuse's lowering rewrites it first.
     src = tmp_path / "expand.mlir"
     src.write_text("""
 func.func @main(%x: tensor<?x?x2xf32>) -> tensor<?x?x2xf32> {

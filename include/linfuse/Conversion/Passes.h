@@ -18,6 +18,9 @@ namespace linfuse {
 
 /// The symbol `linfuse.gemm` with these element types calls on `target`
 /// ("cpu" or "cuda"): `linfuse_<target>_gemm_<ab>_<c>`.
+/// The patterns of --linfuse-dynamic-expand-shape.
+void populateDynamicExpandShapePatterns(RewritePatternSet &patterns);
+
 std::string getGemmRuntimeFunctionName(StringRef target, Type abElementType,
                                        Type cElementType);
 

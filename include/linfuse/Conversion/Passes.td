@@ -54,6 +54,34 @@ def AttachCInterfacePass : Pass<"linfuse-attach-c-interface",
   }];
 }
 
+def DynamicExpandShapePass : Pass<"linfuse-dynamic-expand-shape"> {
+  let summary = "Write expand_shapes with several dynamic sizes in one group "
+                "as tensor.reshape";
+  let description = [{
+    A `tensor.expand_shape` whose reassociation group holds two or more
+    dynamic sizes (restoring `[batch, seq, N]` from the `[batch*seq, N]` rows
+    of a GEMM when both batch and sequence are dynamic, as importers write
+    it) crashes MLIR 22's `--expand-strided-metadata` once bufferized
+    (llvm/llvm-project#186830, fixed in LLVM 23). Such an op becomes a
+    `tensor.reshape` to the same shape, given as a `tensor.from_elements` of
+    the sizes, which bufferizes to `memref.reshape` and lowers correctly.
+    Expand shapes with at most one dynamic size per group are left alone
+    (they stay views).
+
+    ```mlir
+    %r = tensor.expand_shape %flat [[0, 1], [2]] output_shape [%b, %s, 64]
+        : tensor<?x64xf32> into tensor<?x?x64xf32>
+    // becomes
+    %c64 = arith.constant 64 : index
+    %shape = tensor.from_elements %b, %s, %c64 : tensor<3xindex>
+    %r = tensor.reshape %flat(%shape)
+        : (tensor<?x64xf32>, tensor<3xindex>) -> tensor<?x?x64xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def ReadOnlyArgumentsPass : Pass<"linfuse-read-only-arguments",
                                  "::mlir::ModuleOp"> {
   let summary = "Never write into the caller's input tensors";

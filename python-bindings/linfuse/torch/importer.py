@@ -498,19 +498,10 @@ class _FuncBuilder:
             if len(base.shape) == 0:
                 tv.ssa = self.emit(tv.hint, f"tensor.expand_shape {src} [] output_shape "
                                    f"{self.mixed(tv.shape)} : {src_t} into {out_t}", loc)
-            elif any(sum(not _is_static(tv.shape[d]) for d in g) > 1 for g in groups):
-                # WORKAROUND (reported): a tensor.expand_shape group with two
-                # dynamic sizes (rows -> [batch, seq]) crashes
-                # --expand-strided-metadata in LLVM/MLIR 22 (llvm-project
-                # #186830, fixed for 23 by #187844), so linfuse-run would
-                # segfault.  tensor.reshape with a shape tensor computes the
-                # same and lowers.  Reproducer: /tmp/importer-bugs/.
-                shape_vals = ", ".join(self.index(d) for d in tv.shape)
-                shape = self.emit("shape", f"tensor.from_elements {shape_vals} : "
-                                  f"tensor<{tv.rank}xindex>", loc)
-                tv.ssa = self.emit(tv.hint, f"tensor.reshape {src}({shape}) : ({src_t}, "
-                                   f"tensor<{tv.rank}xindex>) -> {out_t}", loc)
             else:
+                # Two dynamic sizes in one group (rows -> [batch, seq]) are
+                # fine here: linfuse's lowering rewrites those (see
+                # --linfuse-dynamic-expand-shape).
                 tv.ssa = self.emit(tv.hint, f"tensor.expand_shape {src} {_groups_str(groups)}"
                                    f" output_shape {self.mixed(tv.shape)} : {src_t} into "
                                    f"{out_t}", loc)
