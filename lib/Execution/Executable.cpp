@@ -246,9 +246,8 @@ Executable::~Executable() {
 }
 
 size_t Executable::numActivations() const {
-  return llvm::count_if(args, [](const TensorSignature &t) {
-    return !t.isWeight;
-  });
+  return llvm::count_if(args,
+                        [](const TensorSignature &t) { return !t.isWeight; });
 }
 
 /// Checks `inputs` against `types` and uploads them (see upload()).
@@ -300,8 +299,8 @@ llvm::Error Executable::bind(std::vector<HostArray> newInputs) {
     types.push_back(&type);
     indices.push_back(i);
   }
-  if (llvm::Error err = uploadAll<HostArray>(targetKind, inputs, types,
-                                             indices, inputBuffers))
+  if (llvm::Error err = uploadAll<HostArray>(targetKind, inputs, types, indices,
+                                             inputBuffers))
     return err;
   if (packName.empty())
     return llvm::Error::success();
@@ -484,13 +483,12 @@ llvm::Error Executable::run(std::vector<HostArray> *outputs) {
   splitArguments(args, inputBuffers, activations, weights);
   if (!packName.empty())
     weights = pointers(packed);
-  return callEntry(activations, weights,
-                   [&](MutableArrayRef<RawResult> results) {
-                     if (outputs)
-                       for (const RawResult &r : results)
-                         outputs->push_back(
-                             readResult(r.words, *r.type, targetKind));
-                   });
+  return callEntry(
+      activations, weights, [&](MutableArrayRef<RawResult> results) {
+        if (outputs)
+          for (const RawResult &r : results)
+            outputs->push_back(readResult(r.words, *r.type, targetKind));
+      });
 }
 
 /// The signatures and argument numbers of `args` that are (not) weights.
@@ -569,8 +567,8 @@ Executable::invoke(llvm::ArrayRef<ArrayView> in) {
   }
 
   std::vector<ResultArray> out;
-  llvm::Error err = callEntry(
-      activations, weights, [&](MutableArrayRef<RawResult> results) {
+  llvm::Error err =
+      callEntry(activations, weights, [&](MutableArrayRef<RawResult> results) {
         // Owners of the buffers the code allocated, by allocation.
         llvm::DenseMap<void *, std::shared_ptr<void>> owners;
         for (RawResult &r : results)

@@ -70,12 +70,11 @@ llvm::Error mlir::linfuse::lowerModule(ModuleOp module, Target target,
         "--target=cuda: linfuse was built without the CUDA toolkit "
         "(LINFUSE_ENABLE_CUDA=OFF)");
 #endif
-    return runPasses(module, "--linfuse-lower-to-cuda", report,
-                     [](OpPassManager &pm) {
-                       buildLowerToCUDAPipeline(pm,
-                                                LowerToCUDAPipelineOptions());
-                       return llvm::Error::success();
-                     });
+    return runPasses(
+        module, "--linfuse-lower-to-cuda", report, [](OpPassManager &pm) {
+          buildLowerToCUDAPipeline(pm, LowerToCUDAPipelineOptions());
+          return llvm::Error::success();
+        });
   }
   return runPasses(module, "--linfuse-lower-to-cpu", report,
                    [](OpPassManager &pm) {

@@ -119,8 +119,7 @@ CallInputs::~CallInputs() {
 }
 
 void CallInputs::add(py::handle object, size_t index) {
-  if (py::isinstance<py::array>(object) ||
-      !py::hasattr(object, "__dlpack__"))
+  if (py::isinstance<py::array>(object) || !py::hasattr(object, "__dlpack__"))
     return addNumpy(object, index);
   return addDLPack(object, index);
 }
@@ -133,8 +132,8 @@ void CallInputs::addNumpy(py::handle object, size_t index) {
   std::optional<ElementType> type = fromNumpy(array.dtype());
   if (!type)
     raise("input " + std::to_string(index) + ": numpy dtype " +
-          py::str(array.dtype()).cast<std::string>() +
-          " is not supported (" + kSupported + ")");
+          py::str(array.dtype()).cast<std::string>() + " is not supported (" +
+          kSupported + ")");
   if (array.dtype().attr("byteorder").cast<std::string>() == ">")
     raise("input " + std::to_string(index) +
           ": big-endian arrays are not supported");
@@ -193,8 +192,7 @@ py::array linfuse_python::toNumpy(ResultArray result) {
   void *data = result.data;
   // The array's base holds a reference to the buffer's owner.
   auto *owner = new std::shared_ptr<void>(std::move(result.owner));
-  py::capsule base(owner, [](void *p) {
-    delete static_cast<std::shared_ptr<void> *>(p);
-  });
+  py::capsule base(
+      owner, [](void *p) { delete static_cast<std::shared_ptr<void> *>(p); });
   return py::array(dtype, shape, strides, data, base);
 }

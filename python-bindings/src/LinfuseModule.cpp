@@ -167,8 +167,8 @@ PYBIND11_MODULE(_linfuse, m) {
         std::string message;
         llvm::raw_string_ostream os(message);
         if (failed(parsed.parseFromString(options, os)))
-          raise("bad --linfuse-optimize options '" + options +
-                "': " + llvm::StringRef(message).trim().split('\n').first.str());
+          raise("bad --linfuse-optimize options '" + options + "': " +
+                llvm::StringRef(message).trim().split('\n').first.str());
         return transformText(ir, [&](ModuleOp module, PassReport &report) {
           return optimizeModule(module, parsed, &report);
         });
@@ -236,44 +236,39 @@ PYBIND11_MODULE(_linfuse, m) {
              fn->name = entry;
              auto ctx = makeContext();
              OwningOpRef<ModuleOp> module = parse(*ctx, ir);
-             fn->exe = check(withoutGil([&] {
-               return Executable::compile(*module, entry, options);
-             }));
+             fn->exe = check(withoutGil(
+                 [&] { return Executable::compile(*module, entry, options); }));
              return fn;
            }),
            py::arg("ir"), py::arg("entry"), py::arg("target") = "cpu",
            py::arg("optimize") = true)
       .def_readonly("name", &CompiledFunction::name)
       .def_readonly("report", &CompiledFunction::report)
-      .def_property_readonly(
-          "arguments",
-          [](const CompiledFunction &f) {
-            return signature(f.exe->arguments());
-          })
+      .def_property_readonly("arguments",
+                             [](const CompiledFunction &f) {
+                               return signature(f.exe->arguments());
+                             })
       .def_property_readonly(
           "results",
           [](const CompiledFunction &f) { return signature(f.exe->results()); })
-      .def_property_readonly("has_pack_function",
-                             [](const CompiledFunction &f) {
-                               return f.exe->hasPackFunction();
-                             })
-      .def_property_readonly("weights_packed",
-                             [](const CompiledFunction &f) {
-                               return f.exe->hasPackedWeights();
-                             })
+      .def_property_readonly(
+          "has_pack_function",
+          [](const CompiledFunction &f) { return f.exe->hasPackFunction(); })
+      .def_property_readonly(
+          "weights_packed",
+          [](const CompiledFunction &f) { return f.exe->hasPackedWeights(); })
       .def_property_readonly("target",
                              [](const CompiledFunction &f) {
-                               return f.exe->target() == Target::CUDA
-                                          ? "cuda"
-                                          : "cpu";
+                               return f.exe->target() == Target::CUDA ? "cuda"
+                                                                      : "cpu";
                              })
       .def(
           "pack_weights",
           [](CompiledFunction &f, const py::sequence &weights) {
             CallInputs inputs;
             readInputs(weights, inputs);
-            check(withoutGil(
-                [&] { return f.exe->packWeights(inputs.views()); }));
+            check(
+                withoutGil([&] { return f.exe->packWeights(inputs.views()); }));
           },
           py::arg("weights"))
       .def(

@@ -143,7 +143,8 @@ private:
     /// Set by the consumer that takes over freeing the allocation.
     bool taken = false;
   };
-  using ResultConsumer = llvm::function_ref<void(llvm::MutableArrayRef<RawResult>)>;
+  using ResultConsumer =
+      llvm::function_ref<void(llvm::MutableArrayRef<RawResult>)>;
 
   /// Calls `_mlir_ciface_<name>`, hands the results to `consume`, then frees
   /// the allocations it did not take.

@@ -37,9 +37,8 @@ llvm::Expected<OwningOpRef<ModuleOp>> loadModule(llvm::StringRef path,
 
 /// Parses `text` (locations in messages name `bufferName`); errors as for
 /// loadModule.
-llvm::Expected<OwningOpRef<ModuleOp>> parseModule(llvm::StringRef text,
-                                                  llvm::StringRef bufferName,
-                                                  MLIRContext &ctx);
+llvm::Expected<OwningOpRef<ModuleOp>>
+parseModule(llvm::StringRef text, llvm::StringRef bufferName, MLIRContext &ctx);
 
 } // namespace linfuse
 } // namespace mlir
