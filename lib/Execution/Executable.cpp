@@ -166,6 +166,17 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
     return makeError("JIT compilation failed: " + msg);
   }
   exe->engine = std::move(*engine);
+  // The JIT generates machine code on the first lookup: do it here, so that
+  // compile() includes code generation (for weights embedded as constants,
+  // most of the time) and the first call is as fast as the next ones.
+  for (const std::string &name : {exe->entryName, exe->packName}) {
+    if (name.empty())
+      continue;
+    auto symbol = exe->engine->lookupPacked("_mlir_ciface_" + name);
+    if (!symbol)
+      return makeError("JIT compilation of @" + name +
+                       " failed: " + llvm::toString(symbol.takeError()));
+  }
   return exe;
 }
 
