@@ -30,7 +30,7 @@ count() { sed -n "s/^ *$1 *: *\([0-9]*\).*/\1/p" "$LOG" | tail -1; }
 passed=$(count Passed); failed=$(count Failed)
 unsupported=$(count Unsupported); skipped=$(count Skipped)
 # pytest's last line: "== 31 passed, 2 skipped in 40.1s ==".
-pycount() { tail -1 "$PYLOG" | sed -n "s/.*[^0-9]\([0-9][0-9]*\) $1.*/\1/p"; }
+pycount() { tail -1 "$PYLOG" | sed -E -n "s/^(.*[^0-9])?([0-9]+) $1.*/\2/p"; }
 pypassed=$(pycount passed); pyfailed=$(pycount failed); pyerrors=$(pycount error)
 pyfailed=$(( ${pyfailed:-0} + ${pyerrors:-0} )); pyskipped=$(pycount skipped)
 echo "lit: ${passed:-0} passed, ${failed:-0} failed," \

@@ -520,15 +520,21 @@ llvm::Error Executable::packWeights(llvm::ArrayRef<ArrayView> weights) {
   if (weights.size() != types.size())
     return makeError("@" + entryName + " takes " + llvm::Twine(types.size()) +
                      " weights, got " + llvm::Twine(weights.size()));
+  // Into locals first: a failure leaves the previous packing in place.
+  std::vector<Buffer> newWeights, newPacked;
+  llvm::Error err =
+      uploadAll<ArrayView>(targetKind, weights, types, indices, newWeights);
+  if (!err && !packName.empty())
+    err = pack(pointers(newWeights), newPacked);
+  if (err) {
+    release(newPacked);
+    release(newWeights);
+    return err;
+  }
   release(packed);
   release(weightBuffers);
-  weightsPacked = false;
-  if (llvm::Error err = uploadAll<ArrayView>(targetKind, weights, types,
-                                             indices, weightBuffers))
-    return err;
-  if (!packName.empty())
-    if (llvm::Error err = pack(pointers(weightBuffers), packed))
-      return err;
+  packed = std::move(newPacked);
+  weightBuffers = std::move(newWeights);
   weightsPacked = true;
   return llvm::Error::success();
 }
@@ -593,7 +599,12 @@ Executable::invoke(llvm::ArrayRef<ArrayView> in) {
           ResultArray a;
           a.type = r.type->type;
           size_t rank = r.type->shape.size();
-          auto owner = owners.find(reinterpret_cast<void *>(r.words[0]));
+          // Each buffer is handed out in place once (to the result that
+          // owns it); another result in it (a value returned twice) gets a
+          // copy, so results never share memory.
+          auto owner = r.ours
+                           ? owners.find(reinterpret_cast<void *>(r.words[0]))
+                           : owners.end();
           if (owner != owners.end()) {
             // In place: the code's own buffer, possibly strided.
             a.shape.assign(r.words + 3, r.words + 3 + rank);
@@ -602,7 +613,8 @@ Executable::invoke(llvm::ArrayRef<ArrayView> in) {
                      r.words[2] * byteSize(a.type);
             a.owner = owner->second;
           } else {
-            // Device memory, or a view of memory the caller owns: a copy.
+            // Device memory, memory the caller owns, or a buffer another
+            // result has: a copy.
             auto copy = std::make_shared<HostArray>(
                 readResult(r.words, *r.type, targetKind));
             a.shape = copy->shape;

@@ -81,8 +81,7 @@ private:
 
 struct PassReportCollector::Impl {
   Impl(PassManager &pm, PassReport &report)
-      : report(report), wasEnabled(remarksEnabled()),
-        before(snapshotPassStatistics()),
+      : report(report), before(snapshotPassStatistics()),
         handler(pm.getContext(), [this](Diagnostic &diag) {
           if (diag.getSeverity() != DiagnosticSeverity::Remark)
             return failure();
@@ -95,11 +94,10 @@ struct PassReportCollector::Impl {
     auto instrumentation = std::make_unique<CurrentPass>();
     passes = instrumentation.get();
     pm.addInstrumentation(std::move(instrumentation));
-    setRemarksEnabled(true);
+    addRemarkCollector();
   }
 
   PassReport &report;
-  bool wasEnabled;
   std::vector<PassStatisticValue> before;
   /// Owned by the pass manager.
   CurrentPass *passes = nullptr;
@@ -110,9 +108,7 @@ struct PassReportCollector::Impl {
 PassReportCollector::PassReportCollector(PassManager &pm, PassReport &report)
     : impl(std::make_unique<Impl>(pm, report)) {}
 
-PassReportCollector::~PassReportCollector() {
-  setRemarksEnabled(impl->wasEnabled);
-}
+PassReportCollector::~PassReportCollector() { removeRemarkCollector(); }
 
 void PassReportCollector::finish() {
   for (PassStatisticValue &now : snapshotPassStatistics()) {

@@ -96,9 +96,9 @@ class Function:
     with every argument packs on each call.
     """
 
-    def __init__(self, native: "_linfuse.CompiledFunction"):
+    def __init__(self, native: "_linfuse.CompiledFunction", optimized: bool = True):
         self._native = native
-        self._weights: tuple = ()
+        self._optimized = optimized
         self.report = Report._from_native(native.report)
 
     @property
@@ -120,9 +120,10 @@ class Function:
 
     def load_weights(self, *weights) -> None:
         """Packs the `linfuse.weight` arguments, in order, once. The arrays
-        are kept (and read in place on the CPU): do not modify them."""
+        are kept (and read in place on the CPU): do not modify them. On
+        failure the previous weights stay loaded. Not to be called while
+        another thread calls the function."""
         self._native.pack_weights(list(weights))
-        self._weights = weights
 
     def __call__(self, *args):
         results = self._native(list(args))
@@ -177,6 +178,7 @@ def compile(ir: str, target: str = "cpu", *, optimize: bool = True,
         names = [entry] if isinstance(entry, str) else list(entry)
     if not names:
         raise Error("the module has no public function with a body")
-    functions = {name: Function(_linfuse.CompiledFunction(ir, name, target, optimize))
+    functions = {name: Function(_linfuse.CompiledFunction(ir, name, target, optimize),
+                                optimize)
                  for name in names}
     return Module(functions, target)

@@ -147,6 +147,10 @@ void CallInputs::addNumpy(py::handle object, size_t index) {
 
 void CallInputs::addDLPack(py::handle object, size_t index) {
   std::string where = "input " + std::to_string(index);
+  // torch refuses to export a tensor that requires grad; say what to do.
+  if (py::hasattr(object, "requires_grad") &&
+      py::bool_(object.attr("requires_grad")))
+    raise(where + ": the tensor requires grad; pass tensor.detach()");
   py::object capsule = object.attr("__dlpack__")();
   auto *tensor = static_cast<dlpack::ManagedTensor *>(
       PyCapsule_GetPointer(capsule.ptr(), "dltensor"));

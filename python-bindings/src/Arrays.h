@@ -7,9 +7,8 @@
 //    copied once into C order), objects with `__dlpack__` on the CPU (torch
 //    tensors; read in place, must be contiguous), or anything
 //    `numpy.asarray` takes;
-//  - out: numpy arrays over the buffers the compiled code allocated (a slice
-//    of a merged GEMM's output is a strided view; the buffer is freed when
-//    the last array over it is gone).
+//  - out: numpy arrays over the buffers the compiled code allocated for its
+//    results (freed when the last array over one is gone).
 // bf16 has no numpy dtype: numpy uint16 arrays carry bf16 bits, both ways
 // (DLPack bf16 tensors are read as bf16 directly).
 //

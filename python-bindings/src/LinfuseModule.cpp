@@ -94,6 +94,10 @@ std::pair<std::string, PassReport> transformText(const std::string &ir,
 
 /// A compiled function: the Executable and what compiling it reported.
 struct CompiledFunction {
+  /// What load_weights() read (numpy copies of non-contiguous arrays, DLPack
+  /// tensors): the executable reads it on every call. Declared before `exe`
+  /// so that it outlives it.
+  std::unique_ptr<CallInputs> weights;
   std::unique_ptr<Executable> exe;
   PassReport report;
   std::string name;
@@ -265,10 +269,12 @@ PYBIND11_MODULE(_linfuse, m) {
       .def(
           "pack_weights",
           [](CompiledFunction &f, const py::sequence &weights) {
-            CallInputs inputs;
-            readInputs(weights, inputs);
-            check(
-                withoutGil([&] { return f.exe->packWeights(inputs.views()); }));
+            auto inputs = std::make_unique<CallInputs>();
+            readInputs(weights, *inputs);
+            check(withoutGil(
+                [&] { return f.exe->packWeights(inputs->views()); }));
+            // The executable now reads these (and no longer the old ones).
+            f.weights = std::move(inputs);
           },
           py::arg("weights"))
       .def(

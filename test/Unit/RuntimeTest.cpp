@@ -916,6 +916,28 @@ TEST_F(RuntimeTest, FirstErrorIsKeptUntilCleared) {
   EXPECT_STREQ("", linfuse_last_error_message());
 }
 
+TEST_F(RuntimeTest, ErrorsArePerThread) {
+  // An error on one thread is neither seen nor cleared by another: two
+  // concurrent calls (two Python threads) keep their own status.
+  Operands ops = contiguousOperands(LINFUSE_F32, LINFUSE_F32, 0, 2, 2, 2);
+  EXPECT_EQ(LINFUSE_ERROR_INVALID_ARGUMENT,
+            linfuse_cpu_gemm(2, ops.a.desc(), 2, ops.b.desc(), 2, ops.c.desc(),
+                             2, ops.c.desc(), LINFUSE_F32, LINFUSE_F32, 0, 9, 1,
+                             0));
+  int32_t otherStatus = -1;
+  std::string otherMessage = "unset";
+  std::thread other([&] {
+    otherStatus = linfuse_last_error();
+    otherMessage = linfuse_last_error_message();
+    linfuse_clear_error();
+  });
+  other.join();
+  EXPECT_EQ(LINFUSE_OK, otherStatus);
+  EXPECT_EQ("", otherMessage);
+  EXPECT_EQ(LINFUSE_ERROR_INVALID_ARGUMENT, linfuse_last_error());
+  linfuse_clear_error();
+}
+
 //===----------------------------------------------------------------------===//
 // Stats and threads
 //===----------------------------------------------------------------------===//
@@ -985,26 +1007,28 @@ TEST_F(RuntimeTest, ConcurrentCalls) {
   EXPECT_EQ(threads * callsPerThread, stats.kernel_launches);
 }
 
-TEST_F(RuntimeTest, ConcurrentErrorsKeepOne) {
-  // Threads failing at once: exactly one complete message is recorded.
+TEST_F(RuntimeTest, ConcurrentErrorsStayWithTheirThread) {
+  // Threads failing at once: each keeps its own first, complete message.
   const int threads = 8;
+  std::vector<std::string> messages(threads);
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
-    pool.emplace_back([t] {
+    pool.emplace_back([t, &messages] {
       Operands ops = contiguousOperands(LINFUSE_F32, LINFUSE_F32, 0, 2, 2, 2);
       for (int i = 0; i < 50; ++i)
         linfuse_cpu_gemm(2, ops.a.desc(), 2, ops.b.desc(), 2, ops.c.desc(), 2,
-                         ops.c.desc(), LINFUSE_F32, LINFUSE_F32, 0, 100 + t, 1,
-                         0);
+                         ops.c.desc(), LINFUSE_F32, LINFUSE_F32, 0, 100 + t + i,
+                         1, 0);
+      messages[t] = linfuse_last_error_message();
+      linfuse_clear_error();
     });
   for (std::thread &th : pool)
     th.join();
-  EXPECT_EQ(LINFUSE_ERROR_INVALID_ARGUMENT, linfuse_last_error());
-  std::string message = linfuse_last_error_message();
-  EXPECT_EQ(0u, message.find("linfuse_cpu_gemm: unknown epilogue code 10"))
-      << message;
-  EXPECT_EQ(message.size(),
-            std::string("linfuse_cpu_gemm: unknown epilogue code 100").size());
+  for (int t = 0; t < threads; ++t)
+    EXPECT_EQ("linfuse_cpu_gemm: unknown epilogue code " +
+                  std::to_string(100 + t),
+              messages[t]);
+  EXPECT_EQ(LINFUSE_OK, linfuse_last_error());
 }
 
 } // namespace

@@ -333,3 +333,67 @@ def test_large_inputs_are_read_in_place(kind):
     grown = _peak_rss_mib() - before
     assert y.shape == (rows, 1) and float(y[-1, 0]) == 512.0
     assert grown < 200, f"peak memory grew by {grown:.0f} MiB during the call"
+
+
+def test_loaded_weights_are_kept_alive(rng):
+    # Fortran-order weights are copied into C order once; the copies must
+    # live as long as the loading (they are read on every call), also
+    # without a packing function (optimize=False).
+    import gc
+    ws = qkv_weights(rng)
+    for optimize in (True, False):
+        fn = linfuse.compile(QKV, entry="qkv", optimize=optimize).qkv
+        fn.load_weights(*[np.asfortranarray(w) for w in ws])
+        gc.collect()
+        garbage = [np.full((64, 64), 7e7, np.float32) for _ in range(64)]
+        x = rng.standard_normal((4, 32)).astype(np.float32)
+        for g, want in zip(fn(x), qkv_reference(x, ws)):
+            np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-5)
+        del garbage
+
+
+def test_failed_load_weights_keeps_the_previous_ones(rng):
+    fn = linfuse.compile(QKV, entry="qkv").qkv
+    ws = qkv_weights(rng)
+    fn.load_weights(*ws)
+    # (Numbered as @qkv's arguments: the first weight is argument 1.)
+    with pytest.raises(linfuse.Error, match="input 1: expected 16x32xf32, got 16x32xf64"):
+        fn.load_weights(ws[0].astype(np.float64), *ws[1:])
+    x = rng.standard_normal((2, 32)).astype(np.float32)
+    for g, want in zip(fn(x), qkv_reference(x, ws)):
+        np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-5)
+
+
+TWICE = """
+func.func @twice(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %e = tensor.empty() : tensor<4xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]} ins(%x : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %s = arith.addf %a, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<4xf32>
+  return %r, %r : tensor<4xf32>, tensor<4xf32>
+}
+"""
+
+
+def test_results_never_share_memory():
+    a, b = linfuse.compile(TWICE).twice(np.arange(4, dtype=np.float32))
+    assert not np.shares_memory(a, b)
+    a[:] = -1
+    np.testing.assert_array_equal(b, [0, 2, 4, 6])
+
+
+def test_concurrent_optimize_reports_are_complete():
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(4) as pool:
+        reports = list(pool.map(lambda _: linfuse.optimize(QKV, return_report=True)[1],
+                                range(24)))
+    assert [len(r.merges) for r in reports] == [1] * 24
+
+
+def test_tensor_requiring_grad_is_a_clear_error(rng):
+    torch = pytest.importorskip("torch")
+    fn = linfuse.compile(QKV, entry="scale").scale
+    with pytest.raises(linfuse.Error, match="input 0: the tensor requires grad"):
+        fn(torch.ones(4, dtype=torch.float16, requires_grad=True))

@@ -189,3 +189,96 @@ def test_compile_timings_and_ir_are_exposed():
     assert set(compiled.timings) == {"export", "import", "compile"}
     assert "func.func @forward" in compiled.ir
     assert compiled.optimized_ir().count("linalg.matmul") == 2
+
+
+def test_derived_dynamic_sizes_are_checked():
+    class Cat(nn.Module):
+        def forward(self, x, y):
+            return torch.cat([x, x], dim=0) + y
+
+    n = Dim("n")
+    compiled = lt.compile(Cat(), (torch.randn(3, 8), torch.randn(6, 8)),
+                          dynamic_shapes={"x": {0: n}, "y": {0: 2 * n}})
+    x, y = torch.randn(4, 8), torch.randn(8, 8)
+    assert rel_err(compiled(x, y), torch.cat([x, x]) + y) == 0
+    with pytest.raises(linfuse.Error, match=r"input 1: size 0 is 7, but the exported model "
+                       r"needs it to be 2\*\(input 0 size 0\) = 8"):
+        compiled(x, torch.randn(7, 8))
+
+
+def test_shared_dynamic_sizes_are_checked():
+    class Add(nn.Module):
+        def forward(self, x, y):
+            return x + y
+
+    batch = Dim("batch")
+    compiled = lt.compile(Add(), (torch.randn(3, 8), torch.randn(3, 8)),
+                          dynamic_shapes={"x": {0: batch}, "y": {0: batch}})
+    x = torch.randn(5, 8)
+    assert rel_err(compiled(x, x), x + x) == 0
+    with pytest.raises(linfuse.Error, match=r"input 1: size 0 is 2, but the exported "
+                       r"model needs it to be \(input 0 size 0\) = 4000"):
+        compiled(torch.zeros(4000, 8), torch.zeros(2, 8))
+
+
+def test_view_as_another_dtype_is_refused():
+    class Bits(nn.Module):
+        def forward(self, x):
+            return (x * 2).view(torch.bfloat16)
+
+    with pytest.raises(lt.UnsupportedOperatorError, match=r"aten\.view\.dtype"):
+        lt.compile(Bits(), (torch.randn(4, 4, dtype=torch.float16),))
+
+
+@pytest.mark.filterwarnings("ignore:The use of `x.T`")
+def test_numpy_T_reverses_every_dimension():
+    class T(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 6)
+
+        def forward(self, x):
+            return self.lin(x.T)
+
+    model = T()
+    x = torch.randn(4, 3, 2)
+    assert rel_err(lt.compile(model, (x,))(x), model(x)) < 1e-5
+
+
+def test_outputs_do_not_share_memory():
+    class Twice(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+
+        def forward(self, x):
+            h = self.lin(x)
+            return h, h.clone()
+
+    a, b = lt.compile(Twice(), (torch.randn(2, 8),))(torch.randn(2, 8))
+    want = b.clone()
+    a.zero_()
+    assert torch.equal(b, want)
+
+
+def test_keyword_nested_and_fixed_arguments():
+    class Kw(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = QKV()
+
+        def forward(self, pair, scale, *, bias):
+            x, y = pair
+            q, k, _ = self.qkv(x + y)
+            return q * scale + bias, k
+
+    model = Kw()
+    x, y, bias = torch.randn(2, 64), torch.randn(2, 64), torch.randn(64)
+    compiled = lt.compile(model, ((x, y), 2.0), {"bias": bias})
+    q, k = compiled((x, y), 2.0, bias=bias)
+    want_q, want_k = model((x, y), 2.0, bias=bias)
+    assert rel_err(q, want_q) < 1e-5 and rel_err(k, want_k) < 1e-5
+    with pytest.raises(linfuse.Error, match="was 2.0 when the model was exported"):
+        compiled((x, y), 3.0, bias=bias)
+    with pytest.raises(linfuse.Error, match="exported for arguments shaped"):
+        compiled(x, 2.0, bias=bias)

@@ -62,12 +62,13 @@ struct ArrayView {
 };
 
 /// A result handed to the caller without a copy where possible: on the CPU,
-/// the buffer the compiled code allocated (a slice of a merged GEMM's output
-/// is a strided view into it); on CUDA, a host copy.
+/// the buffer the compiled code allocated for it (the lowering returns
+/// contiguous buffers; results never share memory: a value returned twice
+/// is copied for the second); on CUDA, a host copy.
 struct ResultArray {
   ElementType type = ElementType::F32;
   llvm::SmallVector<int64_t> shape;
-  /// In elements; may be non-contiguous (a slice of a wider buffer).
+  /// In elements (row-major today; read them rather than assume it).
   llvm::SmallVector<int64_t> strides;
   void *data = nullptr;
   /// Frees the memory `data` points into when the last result sharing it is
@@ -98,9 +99,12 @@ public:
   llvm::Error run(std::vector<HostArray> *outputs);
 
   /// Runs the packing function on `weights` (the `linfuse.weight` arguments,
-  /// in order) and keeps its results for invoke(). On the CPU the views are
-  /// read in place and packed results may alias them: keep them alive (and
-  /// unchanged) until the next packWeights() or the Executable's end.
+  /// in order) and keeps its results for invoke(); on failure the previous
+  /// packing stays. On the CPU the views are read in place and used again by
+  /// invoke() (without a packing function, or where packed results alias
+  /// them): keep them alive and unchanged until the next successful
+  /// packWeights() or the Executable's end. Not to be called while invoke()
+  /// runs on another thread.
   llvm::Error packWeights(llvm::ArrayRef<ArrayView> weights);
 
   /// Calls the entry function on `inputs`: every argument, or, after

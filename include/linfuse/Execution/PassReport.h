@@ -57,7 +57,7 @@ struct PassReport {
 /// Fills `report` while `pm` runs: attach before pm.run(), call finish()
 /// after it (statistics are read then, as the difference from when the
 /// collector was made: pipelines running at the same time in one process mix
-/// their counts). Turns linfuse's remarks on for its lifetime. Remarks are
+/// their counts). Keeps linfuse's remarks on for its lifetime. Remarks are
 /// consumed; every other diagnostic goes on to the handlers registered before
 /// this collector.
 class PassReportCollector {

@@ -115,9 +115,11 @@ LINFUSE_RUNTIME_EXPORT int32_t linfuse_cpu_gemm(
 LINFUSE_GEMM_TYPE_COMBINATIONS(LINFUSE_DECLARE_CPU_GEMM)
 #undef LINFUSE_DECLARE_CPU_GEMM
 
-/* The first error recorded since the last clear (LINFUSE_OK if none), and
- * its one-line message ("" if none). Per process, thread-safe. The message
- * is a per-thread copy, valid until the same thread asks again. */
+/* The first error recorded on the calling thread since that thread's last
+ * clear (LINFUSE_OK if none), and its one-line message ("" if none). Per
+ * thread: the lowered code calls the runtime on its caller's thread, so
+ * concurrent calls neither see nor clear each other's errors. The message
+ * stays valid until the thread records or clears an error. */
 LINFUSE_RUNTIME_EXPORT int32_t linfuse_last_error(void);
 LINFUSE_RUNTIME_EXPORT const char *linfuse_last_error_message(void);
 LINFUSE_RUNTIME_EXPORT void linfuse_clear_error(void);

@@ -32,24 +32,26 @@ __all__ = ["compile", "CompiledModule", "UnsupportedOperatorError", "ImportedPro
            "import_program", "export", "export_and_import"]
 
 
-def export(model: torch.nn.Module, example_inputs: Sequence[Any], *,
+def export(model: torch.nn.Module, example_inputs: Sequence[Any] = (),
+           example_kwargs: dict | None = None, *,
            dynamic_shapes=None) -> torch.export.ExportedProgram:
     """`torch.export.export` in inference mode (eval, no grad)."""
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
-            return torch.export.export(model, tuple(example_inputs),
+            return torch.export.export(model, tuple(example_inputs), example_kwargs,
                                        dynamic_shapes=dynamic_shapes)
     finally:
         model.train(was_training)
 
 
-def export_and_import(model: torch.nn.Module, example_inputs: Sequence[Any], *,
+def export_and_import(model: torch.nn.Module, example_inputs: Sequence[Any] = (),
+                      example_kwargs: dict | None = None, *,
                       dynamic_shapes=None) -> tuple[torch.export.ExportedProgram,
                                                      ImportedProgram]:
     """`torch.export` + import: the exported program and its MLIR."""
-    ep = export(model, example_inputs, dynamic_shapes=dynamic_shapes)
+    ep = export(model, example_inputs, example_kwargs, dynamic_shapes=dynamic_shapes)
     return ep, import_program(ep)
 
 
@@ -73,11 +75,63 @@ def _to_input(value, index: int):
     return value if value.dtype is torch.bfloat16 else value.numpy()
 
 
+class _DynamicSizes:
+    """The relations torch.export found between the inputs' dynamic sizes
+    (two inputs sharing `batch`, a size that is `2*seq`): the compiled code
+    trusts them, so every call checks them first. Each symbol is read from
+    the first input dimension that is exactly it; every other dynamic
+    dimension is checked against its expression. (Dim min/max ranges are
+    not enforced: the code is generic in every dynamic size.)"""
+
+    def __init__(self, ep: torch.export.ExportedProgram, input_names: list[str]):
+        import sympy
+
+        placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+        self.sources: list[tuple[int, int]] = []   # where each symbol is read
+        symbols: list = []
+        pending = []
+        for pos, name in enumerate(input_names):
+            val = placeholders[name].meta.get("val")
+            for dim, size in enumerate(getattr(val, "shape", ())):
+                if not isinstance(size, torch.SymInt):
+                    continue
+                expr = size.node.expr
+                if isinstance(expr, sympy.Symbol) and expr not in symbols:
+                    symbols.append(expr)
+                    self.sources.append((pos, dim))
+                else:
+                    pending.append((pos, dim, expr))
+        # Messages name sizes by where they are read: "input 0 size 1".
+        readable = {sym: sympy.Symbol(f"(input {p} size {d})")
+                    for sym, (p, d) in zip(symbols, self.sources)}
+        self.checks = []
+        for pos, dim, expr in pending:
+            if expr.free_symbols <= set(symbols):
+                self.checks.append((pos, dim, sympy.lambdify(symbols, expr, "math"),
+                                    str(expr.subs(readable))))
+
+    def check(self, inputs: list) -> None:
+        if not self.checks:
+            return
+        values = [inputs[pos].shape[dim] for pos, dim in self.sources]
+        for pos, dim, fn, text in self.checks:
+            want = int(fn(*values))
+            got = inputs[pos].shape[dim]
+            if got != want:
+                raise linfuse.Error(
+                    f"input {pos}: size {dim} is {got}, but the exported model needs "
+                    f"it to be {text} = {want}")
+
+
 class CompiledModule:
-    """The compiled model: call it like the module (positional tensors)."""
+    """The compiled model: call it like the module, with tensors where the
+    example inputs had tensors (positional or keyword, nested in tuples,
+    lists and dicts as they were). Other example values (numbers, strings)
+    were fixed by torch.export: they must be passed unchanged."""
 
     def __init__(self, function: "linfuse.Function", imported: ImportedProgram,
-                 exported: torch.export.ExportedProgram, timings: dict[str, float]):
+                 exported: torch.export.ExportedProgram, timings: dict[str, float],
+                 example_args: tuple = (), example_kwargs: dict | None = None):
         self._function = function
         self._call = function._native      # the per-call path stays short
         self._num_inputs = len(imported.input_names)
@@ -91,11 +145,25 @@ class CompiledModule:
                  if self._out_spec is not None else tuple(range(n)))
         self._structure = ("single" if shape == 0 and n == 1 else
                            "tuple" if shape == tuple(range(n)) else "pytree")
+        # The inputs: which leaves of (args, kwargs) are the function's
+        # tensors, which were fixed at export.
+        leaves, self._in_spec = pytree.tree_flatten((tuple(example_args),
+                                                     dict(example_kwargs or {})))
+        self._fixed = {i: v for i, v in enumerate(leaves)
+                       if not isinstance(v, torch.Tensor)}
+        self._flat_positional = (not example_kwargs and not self._fixed
+                                 and len(leaves) == len(example_args) == self._num_inputs)
+        if len(leaves) - len(self._fixed) != self._num_inputs:
+            raise linfuse.Error(
+                f"the exported model has {self._num_inputs} tensor inputs, but the "
+                f"example inputs hold {len(leaves) - len(self._fixed)} tensors")
+        self._sizes = _DynamicSizes(exported, imported.input_names)
         self.imported = imported
         self.exported_program = exported
         #: Seconds spent in each stage: export, import, compile (optimize,
         #: lower and JIT).
         self.timings = timings
+        self._optimized = function._optimized
 
     @property
     def report(self) -> "linfuse.Report":
@@ -108,15 +176,37 @@ class CompiledModule:
         return self.imported.ir
 
     def optimized_ir(self) -> str:
-        """The MLIR after `--linfuse-optimize` (computed on request)."""
-        return linfuse.optimize(self.imported.ir)
+        """The MLIR the compiled code was lowered from: after
+        `--linfuse-optimize`, or as imported with `optimize=False`."""
+        return linfuse.optimize(self.imported.ir) if self._optimized else self.imported.ir
 
-    def __call__(self, *args):
-        if len(args) != self._num_inputs:
-            raise linfuse.Error(f"the compiled model takes {self._num_inputs} tensor "
-                                f"inputs ({', '.join(self.imported.input_names)}), "
-                                f"got {len(args)}")
-        results = self._call([_to_input(a, i) for i, a in enumerate(args)])
+    def _tensors(self, args, kwargs) -> list:
+        """The function's inputs from a call's arguments."""
+        if self._flat_positional and not kwargs:
+            if len(args) != self._num_inputs:
+                raise linfuse.Error(
+                    f"the compiled model takes {self._num_inputs} tensor inputs "
+                    f"({', '.join(self.imported.input_names)}), got {len(args)}")
+            return list(args)
+        leaves, spec = pytree.tree_flatten((args, kwargs))
+        if spec != self._in_spec:
+            raise linfuse.Error("the compiled model was exported for arguments shaped "
+                                f"{self._in_spec}, got {spec}")
+        tensors = []
+        for i, leaf in enumerate(leaves):
+            if i in self._fixed:
+                if not (leaf is self._fixed[i] or leaf == self._fixed[i]):
+                    raise linfuse.Error(
+                        f"argument leaf {i} was {self._fixed[i]!r} when the model was "
+                        f"exported, which fixed it; got {leaf!r}")
+            else:
+                tensors.append(leaf)
+        return tensors
+
+    def __call__(self, *args, **kwargs):
+        tensors = self._tensors(args, kwargs)
+        self._sizes.check(tensors)
+        results = self._call([_to_input(t, i) for i, t in enumerate(tensors)])
         outputs = [convert(r) for convert, r in zip(self._converters, results)]
         if self._structure == "single":
             return outputs[0]
@@ -129,10 +219,11 @@ class CompiledModule:
                 f"{len(self.report.merges)} merges, {len(self.report.folds)} folds>")
 
 
-def compile(model: torch.nn.Module, example_inputs: Sequence[Any], *,
-            dynamic_shapes=None, target: str = "cpu",
-            optimize: bool = True) -> CompiledModule:
-    """Exports `model` on `example_inputs`, imports, optimizes and compiles it.
+def compile(model: torch.nn.Module, example_inputs: Sequence[Any] = (),
+            example_kwargs: dict | None = None, *, dynamic_shapes=None,
+            target: str = "cpu", optimize: bool = True) -> CompiledModule:
+    """Exports `model` on `example_inputs` (and `example_kwargs`), imports,
+    optimizes and compiles it.
 
     `dynamic_shapes` is passed to `torch.export.export`, e.g.
     `{"x": {0: torch.export.Dim("batch")}}` for a dynamic batch.
@@ -142,7 +233,7 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[Any], *,
     """
     timings = {}
     start = time.perf_counter()
-    ep = export(model, example_inputs, dynamic_shapes=dynamic_shapes)
+    ep = export(model, example_inputs, example_kwargs, dynamic_shapes=dynamic_shapes)
     timings["export"] = time.perf_counter() - start
     start = time.perf_counter()
     imported = import_program(ep)
@@ -151,4 +242,5 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[Any], *,
     module = linfuse.compile(imported.ir, target=target, optimize=optimize,
                              entry=imported.func_name)
     timings["compile"] = time.perf_counter() - start
-    return CompiledModule(module[imported.func_name], imported, ep, timings)
+    return CompiledModule(module[imported.func_name], imported, ep, timings,
+                          tuple(example_inputs), example_kwargs)

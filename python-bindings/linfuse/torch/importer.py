@@ -721,7 +721,7 @@ class _Importer:
             "aten.matmul": self._matmul,
             "aten.bmm": self._bmm,
             "aten.t": self._t,
-            "aten.numpy_T": self._t,
+            "aten.numpy_T": self._numpy_t,
             "aten.transpose": self._transpose,
             "aten.permute": self._permute,
             "aten.view": self._reshape,
@@ -990,11 +990,18 @@ class _Importer:
                 self.env[node.name] = _SymValue(node.name)
                 return
             raise self.unsupported(node)
+        if pkt == "aten.view" and getattr(target, "_overloadname", "") == "dtype":
+            raise self.unsupported(node, "reinterpreting the bits as another dtype")
         result = handler(node)
         if isinstance(result, _TV):
+            # A safety net: a translation that disagrees with what torch
+            # computed is refused, never emitted.
             meta = self.tensor_meta(node)
-            if meta is not None and not _same_shape(result.shape, meta[0]):
-                raise AssertionError(f"{node.name}: shape {result.shape} != {meta[0]}")
+            if meta is not None and (not _same_shape(result.shape, meta[0])
+                                     or result.dtype != meta[1]):
+                raise self.unsupported(
+                    node, f"this form (translated to {_ttype(result.shape, result.dtype)}, "
+                    f"torch computes {_ttype(meta[0], meta[1])})")
         self.env[node.name] = result
 
     @staticmethod
@@ -1225,6 +1232,13 @@ class _Importer:
         if x.rank < 2:
             return x
         return self._permute_impl(node, x, [1, 0])
+
+    def _numpy_t(self, node):
+        # x.T reverses every dimension (numpy's transpose), not just two.
+        x = self.tensor_arg(node, node.args[0])
+        if x.rank < 2:
+            return x
+        return self._permute_impl(node, x, list(reversed(range(x.rank))))
 
     def _transpose(self, node):
         x = self.tensor_arg(node, node.args[0])

@@ -9,6 +9,8 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <atomic>
+
 using namespace mlir;
 
 static bool remarksFlag = false;
@@ -20,12 +22,20 @@ static llvm::cl::opt<bool, /*ExternalStorage=*/true> clRemarks(
                    "merges or folds"),
     llvm::cl::location(remarksFlag));
 
-bool mlir::linfuse::remarksEnabled() { return remarksFlag; }
+/// Drivers that collect remarks (PassReportCollector), counted so that
+/// pipelines running at the same time do not switch them off for each other.
+static std::atomic<int> remarkCollectors{0};
+
+bool mlir::linfuse::remarksEnabled() {
+  return remarksFlag || remarkCollectors.load(std::memory_order_relaxed) > 0;
+}
 void mlir::linfuse::setRemarksEnabled(bool enabled) { remarksFlag = enabled; }
+void mlir::linfuse::addRemarkCollector() { ++remarkCollectors; }
+void mlir::linfuse::removeRemarkCollector() { --remarkCollectors; }
 
 void mlir::linfuse::emitOptimizationRemark(Operation *op,
                                            const llvm::Twine &message) {
-  if (remarksFlag)
+  if (remarksEnabled())
     mlir::emitRemark(op->getLoc(), message);
 }
 

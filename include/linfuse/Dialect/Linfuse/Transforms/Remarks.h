@@ -10,9 +10,16 @@
 namespace mlir {
 namespace linfuse {
 
-/// True when `--linfuse-remarks` was given (or `setRemarksEnabled(true)`).
+/// True when `--linfuse-remarks` was given (or `setRemarksEnabled(true)`),
+/// or while a remark collector is registered.
 bool remarksEnabled();
 void setRemarksEnabled(bool enabled);
+
+/// A driver that collects remarks (PassReportCollector) registers for the
+/// duration of its pipeline; thread-safe, and counted, so that pipelines
+/// running at the same time keep remarks on for each other.
+void addRemarkCollector();
+void removeRemarkCollector();
 
 /// Emits `message` as a remark at `op` when remarks are enabled.
 void emitOptimizationRemark(Operation *op, const llvm::Twine &message);
