@@ -15,6 +15,7 @@
 
 #include <dlfcn.h>
 
+#include <csetjmp>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -84,6 +85,30 @@ static void makeRuntimeVisibleToJit() {
       info.dli_fname)
     llvm::sys::DynamicLibrary::LoadLibraryPermanently(info.dli_fname);
 }
+
+namespace {
+/// Where a failed `cf.assert` in the compiled code goes (see call()). The
+/// LLVM lowering of cf.assert calls puts(message) and then abort(); in the
+/// JIT both resolve to these functions, which turn the failure into an
+/// error of the call instead of ending the process. AOT libraries
+/// (linfuse-compile) keep the C library's.
+struct AssertTrap {
+  jmp_buf *env = nullptr;
+  std::string message;
+};
+thread_local AssertTrap assertTrap;
+
+extern "C" int linfuseJitPuts(const char *message) {
+  assertTrap.message = message ? message : "";
+  return 0;
+}
+
+extern "C" [[noreturn]] void linfuseJitAbort() {
+  if (assertTrap.env)
+    std::longjmp(*assertTrap.env, 1);
+  std::abort();
+}
+} // namespace
 
 llvm::Expected<std::unique_ptr<Executable>>
 Executable::compile(ModuleOp module, llvm::StringRef entry,
@@ -166,6 +191,16 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
     return makeError("JIT compilation failed: " + msg);
   }
   exe->engine = std::move(*engine);
+  exe->engine->registerSymbols([](llvm::orc::MangleAndInterner interner) {
+    llvm::orc::SymbolMap symbols;
+    symbols[interner("puts")] = {
+        llvm::orc::ExecutorAddr::fromPtr(&linfuseJitPuts),
+        llvm::JITSymbolFlags::Exported};
+    symbols[interner("abort")] = {
+        llvm::orc::ExecutorAddr::fromPtr(&linfuseJitAbort),
+        llvm::JITSymbolFlags::Exported};
+    return symbols;
+  });
   // The JIT generates machine code on the first lookup: do it here, so that
   // compile() includes code generation (for weights embedded as constants,
   // most of the time) and the first call is as fast as the next ones.
@@ -176,6 +211,7 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
     if (!symbol)
       return makeError("JIT compilation of @" + name +
                        " failed: " + llvm::toString(symbol.takeError()));
+    exe->functions[name] = *symbol;
   }
   return exe;
 }
@@ -460,9 +496,22 @@ llvm::Error Executable::call(llvm::StringRef name,
     packedArgs.push_back(&p);
 
   linfuse_clear_error();
-  if (llvm::Error err =
-          engine->invokePacked(("_mlir_ciface_" + name).str(), packedArgs))
-    return err;
+  void (*function)(void **) = functions.lookup(name);
+  if (!function)
+    return makeError("@" + name + " was not compiled");
+  // A failed cf.assert longjmps back here (see linfuseJitAbort): only JIT
+  // frames, which own nothing to destroy, lie in between. What the call
+  // allocated so far is leaked.
+  jmp_buf env;
+  jmp_buf *outer = assertTrap.env;
+  assertTrap.env = &env;
+  if (setjmp(env) != 0) {
+    assertTrap.env = outer;
+    return makeError("@" + name + ": an assertion in the compiled code " +
+                     "failed: " + assertTrap.message);
+  }
+  function(packedArgs.data());
+  assertTrap.env = outer;
 
   // A result that is (a view of) an input is not ours to free, and results
   // may share a buffer (a value returned twice, slices of one merged GEMM):

@@ -397,3 +397,24 @@ def test_tensor_requiring_grad_is_a_clear_error(rng):
     fn = linfuse.compile(QKV, entry="scale").scale
     with pytest.raises(linfuse.Error, match="input 0: the tensor requires grad"):
         fn(torch.ones(4, dtype=torch.float16, requires_grad=True))
+
+
+ASSERTING = """
+func.func @checked(%x: tensor<?xf32>) -> tensor<?xf32> {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %d = tensor.dim %x, %c0 : tensor<?xf32>
+  %ok = arith.cmpi eq, %d, %c2 : index
+  cf.assert %ok, "expected 2 elements"
+  return %x : tensor<?xf32>
+}
+"""
+
+
+def test_failed_assertion_is_an_error_not_an_abort():
+    fn = linfuse.compile(ASSERTING).checked
+    with pytest.raises(linfuse.Error, match="@checked: an assertion in the compiled code "
+                       "failed: expected 2 elements"):
+        fn(np.ones(3, np.float32))
+    # The next call runs normally.
+    np.testing.assert_array_equal(fn(np.full(2, 4, np.float32)), [4, 4])

@@ -20,6 +20,7 @@
 #include "linfuse/Tools/HostArray.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 
 #include <functional>
@@ -166,6 +167,8 @@ private:
   void release(std::vector<Buffer> &buffers);
 
   std::unique_ptr<ExecutionEngine> engine;
+  /// The packed entry points (`_mlir_ciface_<name>`), looked up at compile.
+  llvm::StringMap<void (*)(void **)> functions;
   Target targetKind = Target::CPU;
   std::string entryName, packName;
   llvm::SmallVector<TensorSignature> args, resultTypes;
