@@ -24,12 +24,10 @@ import sys
 import torch
 from torch import nn
 
-import linfuse
 import linfuse.torch
+from _compare import BATCH_AND_SEQ, compare, finish
 
 HIDDEN, HEADS = 768, 12
-RTOL = 1e-4          # max |linfuse - eager| <= RTOL * max |eager| (f32)
-SIZES = [(2, 16), (3, 50)]   # (batch, seq) to run; compiled once for all
 
 
 class BertSelfAttentionProjections(nn.Module):
@@ -51,21 +49,13 @@ class BertSelfAttentionProjections(nn.Module):
         return q, k, v
 
 
-def gemm_calls(fn, *args):
-    """Runs fn(*args); returns (its result, the BLAS GEMM calls it made)."""
-    linfuse.runtime_stats(reset=True)
-    result = fn(*args)
-    return result, linfuse.runtime_stats(reset=True)["gemm_calls"]
-
-
 def main() -> int:
     torch.manual_seed(0)
     model = BertSelfAttentionProjections().eval()
-    dynamic = {"x": {0: torch.export.Dim("batch", max=64),
-                     1: torch.export.Dim("seq", max=512)}}
-    example = torch.randn(2, 8, HIDDEN)
-    compiled = linfuse.torch.compile(model, (example,), dynamic_shapes=dynamic)
-    reference = linfuse.torch.compile(model, (example,), dynamic_shapes=dynamic,
+    example = (torch.randn(2, 8, HIDDEN),)
+    compiled = linfuse.torch.compile(model, example, dynamic_shapes=BATCH_AND_SEQ)
+    # Without linfuse's optimizations: the GEMM count before.
+    reference = linfuse.torch.compile(model, example, dynamic_shapes=BATCH_AND_SEQ,
                                       optimize=False)
 
     print(f"BERT q/k/v projections, hidden {HIDDEN}, {HEADS} heads, "
@@ -77,33 +67,8 @@ def main() -> int:
     if merged != [3]:
         failures.append(f"expected one merge of 3 matmuls, got {merged}")
 
-    print(f"max abs error vs eager PyTorch (tolerance {RTOL:g} x max |output|):")
-    for batch, seq in SIZES:
-        x = torch.randn(batch, seq, HIDDEN)
-        with torch.no_grad():
-            want = model(x)
-        got, after = gemm_calls(compiled, x)
-        _, before = gemm_calls(reference, x)
-        errors = []
-        for name, g, w in zip("qkv", got, want):
-            if g.shape != w.shape:
-                failures.append(f"{name}: shape {list(g.shape)}, eager {list(w.shape)}")
-                continue
-            err = (g - w).abs().max().item()
-            errors.append(f"{name} {err:.1e}")
-            if not err <= RTOL * w.abs().max().item():
-                failures.append(f"x {batch}x{seq}: {name} off by {err:.3g}")
-        print(f"  x {batch}x{seq}x{HIDDEN} -> q/k/v {list(want[0].shape)}: "
-              f"GEMM calls {before} -> {after}, error {', '.join(errors)}")
-        if (before, after) != (3, 1):
-            failures.append(f"x {batch}x{seq}: GEMM calls {before} -> {after}, "
-                            "expected 3 -> 1")
-
-    if failures:
-        print("FAILED: " + "; ".join(failures))
-        return 1
-    print("OK: q, k, v computed by one GEMM, all outputs match eager PyTorch")
-    return 0
+    compare(model, compiled, reference, HIDDEN, (3, 1), failures, names="qkv")
+    return finish(failures, "q, k, v computed by one GEMM, all outputs match eager PyTorch")
 
 
 if __name__ == "__main__":

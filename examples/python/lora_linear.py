@@ -22,12 +22,10 @@ import sys
 import torch
 from torch import nn
 
-import linfuse
 import linfuse.torch
+from _compare import BATCH_AND_SEQ, compare, finish
 
 HIDDEN, RANK, ALPHA = 512, 8, 16
-RTOL = 1e-4          # max |linfuse - eager| <= RTOL * max |eager| (f32)
-SIZES = [(2, 16), (3, 50)]   # (batch, seq) to run; compiled once for all
 
 
 class LoRALinear(nn.Module):
@@ -44,21 +42,13 @@ class LoRALinear(nn.Module):
         return self.base(x) + self.scale * self.lora_B(self.lora_A(x))
 
 
-def gemm_calls(fn, *args):
-    """Runs fn(*args); returns (its result, the BLAS GEMM calls it made)."""
-    linfuse.runtime_stats(reset=True)
-    result = fn(*args)
-    return result, linfuse.runtime_stats(reset=True)["gemm_calls"]
-
-
 def main() -> int:
     torch.manual_seed(0)
     model = LoRALinear().eval()
-    dynamic = {"x": {0: torch.export.Dim("batch", max=64),
-                     1: torch.export.Dim("seq", max=512)}}
-    example = torch.randn(2, 8, HIDDEN)
-    compiled = linfuse.torch.compile(model, (example,), dynamic_shapes=dynamic)
-    reference = linfuse.torch.compile(model, (example,), dynamic_shapes=dynamic,
+    example = (torch.randn(2, 8, HIDDEN),)
+    compiled = linfuse.torch.compile(model, example, dynamic_shapes=BATCH_AND_SEQ)
+    # Without linfuse's optimizations: the GEMM count before.
+    reference = linfuse.torch.compile(model, example, dynamic_shapes=BATCH_AND_SEQ,
                                       optimize=False)
 
     print(f"LoRA linear, {HIDDEN}x{HIDDEN} + rank {RANK} adapter (scale "
@@ -71,30 +61,8 @@ def main() -> int:
     if not any("LoRA" in r.message for r in folds):
         failures.append(f"the adapter was not folded (report: {compiled.report!r})")
 
-    print(f"max abs error vs eager PyTorch (tolerance {RTOL:g} x max |output|):")
-    for batch, seq in SIZES:
-        x = torch.randn(batch, seq, HIDDEN)
-        with torch.no_grad():
-            want = model(x)
-        got, after = gemm_calls(compiled, x)
-        _, before = gemm_calls(reference, x)
-        if got.shape != want.shape:
-            failures.append(f"shape {list(got.shape)}, eager {list(want.shape)}")
-            continue
-        err = (got - want).abs().max().item()
-        print(f"  x {batch}x{seq}x{HIDDEN}: GEMM calls {before} -> {after}, "
-              f"error {err:.1e} (max |output| {want.abs().max().item():.2g})")
-        if not err <= RTOL * want.abs().max().item():
-            failures.append(f"x {batch}x{seq}: off by {err:.3g}")
-        if (before, after) != (3, 1):
-            failures.append(f"x {batch}x{seq}: GEMM calls {before} -> {after}, "
-                            "expected 3 -> 1")
-
-    if failures:
-        print("FAILED: " + "; ".join(failures))
-        return 1
-    print("OK: base + adapter computed by one GEMM, output matches eager PyTorch")
-    return 0
+    compare(model, compiled, reference, HIDDEN, (3, 1), failures)
+    return finish(failures, "base + adapter computed by one GEMM, output matches eager PyTorch")
 
 
 if __name__ == "__main__":

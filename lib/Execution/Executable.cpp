@@ -297,12 +297,31 @@ size_t Executable::numActivations() const {
                         [](const TensorSignature &t) { return !t.isWeight; });
 }
 
-/// Checks `inputs` against `types` and uploads them (see upload()).
-template <typename Array>
-static llvm::Error uploadAll(Target target, llvm::ArrayRef<Array> inputs,
-                             llvm::ArrayRef<const TensorSignature *> types,
-                             llvm::ArrayRef<size_t> indices,
+/// Which arguments a call passes.
+enum class Arguments { All, Weights, Activations };
+
+/// The signatures and argument numbers of the arguments `which` selects.
+static void selectArguments(llvm::ArrayRef<TensorSignature> args,
+                            Arguments which,
+                            SmallVectorImpl<const TensorSignature *> &types,
+                            SmallVectorImpl<size_t> &indices) {
+  for (auto [i, type] : llvm::enumerate(args))
+    if (which == Arguments::All ||
+        type.isWeight == (which == Arguments::Weights)) {
+      types.push_back(&type);
+      indices.push_back(i);
+    }
+}
+
+/// Checks `inputs` against the arguments `which` selects and uploads them
+/// (see upload()).
+static llvm::Error uploadAll(Target target,
+                             llvm::ArrayRef<TensorSignature> args,
+                             Arguments which, llvm::ArrayRef<ArrayView> inputs,
                              std::vector<Executable::Buffer> &out) {
+  SmallVector<const TensorSignature *> types;
+  SmallVector<size_t> indices;
+  selectArguments(args, which, types, indices);
   for (auto [i, input] : llvm::enumerate(inputs)) {
     const TensorSignature &type = *types[i];
     bool ok =
@@ -318,12 +337,7 @@ static llvm::Error uploadAll(Target target, llvm::ArrayRef<Array> inputs,
     if (!bytes)
       return makeError("input " + llvm::Twine(indices[i]) +
                        ": shape too large");
-    const void *data;
-    if constexpr (std::is_same_v<Array, HostArray>)
-      data = input.data.data();
-    else
-      data = input.data;
-    auto b = upload(target, data, *bytes, input.shape);
+    auto b = upload(target, input.data, *bytes, input.shape);
     if (!b)
       return b.takeError();
     out.push_back(std::move(*b));
@@ -340,14 +354,12 @@ llvm::Error Executable::bind(std::vector<HostArray> newInputs) {
   release(inputBuffers);
   weightsPacked = false;
   inputs = std::move(newInputs);
-  SmallVector<const TensorSignature *> types;
-  SmallVector<size_t> indices;
-  for (auto [i, type] : llvm::enumerate(args)) {
-    types.push_back(&type);
-    indices.push_back(i);
-  }
-  if (llvm::Error err = uploadAll<HostArray>(targetKind, inputs, types, indices,
-                                             inputBuffers))
+  SmallVector<ArrayView> views =
+      llvm::map_to_vector(inputs, [](const HostArray &a) {
+        return ArrayView{a.type, a.shape, a.data.data()};
+      });
+  if (llvm::Error err =
+          uploadAll(targetKind, args, Arguments::All, views, inputBuffers))
     return err;
   if (packName.empty())
     return llvm::Error::success();
@@ -551,28 +563,15 @@ llvm::Error Executable::run(std::vector<HostArray> *outputs) {
       });
 }
 
-/// The signatures and argument numbers of `args` that are (not) weights.
-static void selectArguments(llvm::ArrayRef<TensorSignature> args, bool weights,
-                            SmallVectorImpl<const TensorSignature *> &types,
-                            SmallVectorImpl<size_t> &indices) {
-  for (auto [i, type] : llvm::enumerate(args))
-    if (type.isWeight == weights) {
-      types.push_back(&type);
-      indices.push_back(i);
-    }
-}
-
 llvm::Error Executable::packWeights(llvm::ArrayRef<ArrayView> weights) {
-  SmallVector<const TensorSignature *> types;
-  SmallVector<size_t> indices;
-  selectArguments(args, /*weights=*/true, types, indices);
-  if (weights.size() != types.size())
-    return makeError("@" + entryName + " takes " + llvm::Twine(types.size()) +
+  size_t numWeights = args.size() - numActivations();
+  if (weights.size() != numWeights)
+    return makeError("@" + entryName + " takes " + llvm::Twine(numWeights) +
                      " weights, got " + llvm::Twine(weights.size()));
   // Into locals first: a failure leaves the previous packing in place.
   std::vector<Buffer> newWeights, newPacked;
   llvm::Error err =
-      uploadAll<ArrayView>(targetKind, weights, types, indices, newWeights);
+      uploadAll(targetKind, args, Arguments::Weights, weights, newWeights);
   if (!err && !packName.empty())
     err = pack(pointers(newWeights), newPacked);
   if (err) {
@@ -600,24 +599,15 @@ Executable::invoke(llvm::ArrayRef<ArrayView> in) {
     return makeError("@" + entryName + " takes " + llvm::Twine(args.size()) +
                      " inputs, got " + llvm::Twine(in.size()));
   }
-  SmallVector<const TensorSignature *> types;
-  SmallVector<size_t> indices;
-  if (allArguments)
-    for (auto [i, type] : llvm::enumerate(args)) {
-      types.push_back(&type);
-      indices.push_back(i);
-    }
-  else
-    selectArguments(args, /*weights=*/false, types, indices);
-
   // Buffers made for this call only (device copies; a one-off packing).
   std::vector<Buffer> uploaded, oneOffPacked;
   llvm::scope_exit cleanup([&] {
     release(oneOffPacked);
     release(uploaded);
   });
-  if (llvm::Error err =
-          uploadAll<ArrayView>(targetKind, in, types, indices, uploaded))
+  if (llvm::Error err = uploadAll(
+          targetKind, args,
+          allArguments ? Arguments::All : Arguments::Activations, in, uploaded))
     return std::move(err);
   SmallVector<const Buffer *> activations, weights;
   if (allArguments) {
@@ -635,32 +625,21 @@ Executable::invoke(llvm::ArrayRef<ArrayView> in) {
   std::vector<ResultArray> out;
   llvm::Error err =
       callEntry(activations, weights, [&](MutableArrayRef<RawResult> results) {
-        // Owners of the buffers the code allocated, by allocation.
-        llvm::DenseMap<void *, std::shared_ptr<void>> owners;
-        for (RawResult &r : results)
-          if (targetKind == Target::CPU && r.ours) {
-            owners[reinterpret_cast<void *>(r.words[0])] =
-                std::shared_ptr<void>(reinterpret_cast<void *>(r.words[0]),
-                                      std::free);
-            r.taken = true;
-          }
-        for (const RawResult &r : results) {
+        for (RawResult &r : results) {
           ResultArray a;
           a.type = r.type->type;
           size_t rank = r.type->shape.size();
-          // Each buffer is handed out in place once (to the result that
-          // owns it); another result in it (a value returned twice) gets a
-          // copy, so results never share memory.
-          auto owner = r.ours
-                           ? owners.find(reinterpret_cast<void *>(r.words[0]))
-                           : owners.end();
-          if (owner != owners.end()) {
-            // In place: the code's own buffer, possibly strided.
+          // Each buffer the code allocated is handed out in place once, to
+          // the result that owns it; another result in it (a value returned
+          // twice) gets a copy, so results never share memory.
+          if (targetKind == Target::CPU && r.ours) {
+            void *allocation = reinterpret_cast<void *>(r.words[0]);
             a.shape.assign(r.words + 3, r.words + 3 + rank);
             a.strides.assign(r.words + 3 + rank, r.words + 3 + 2 * rank);
             a.data = reinterpret_cast<char *>(r.words[1]) +
                      r.words[2] * byteSize(a.type);
-            a.owner = owner->second;
+            a.owner = std::shared_ptr<void>(allocation, std::free);
+            r.taken = true;
           } else {
             // Device memory, memory the caller owns, or a buffer another
             // result has: a copy.

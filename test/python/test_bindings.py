@@ -249,7 +249,7 @@ def test_results_own_their_memory(rng):
 
 
 def test_torch_tensors_through_dlpack(rng):
-    torch = pytest.importorskip("torch")
+    import torch
     fn = linfuse.compile(QKV, entry="qkv").qkv
     ws = qkv_weights(rng)
     x = torch.randn(5, 32)
@@ -261,7 +261,7 @@ def test_torch_tensors_through_dlpack(rng):
 
 
 def test_bf16_through_dlpack_and_uint16(rng):
-    torch = pytest.importorskip("torch")
+    import torch
     fn = linfuse.compile(BF16_MATMUL).mm
     a = torch.randn(3, 8).to(torch.bfloat16)
     b = torch.randn(8, 4).to(torch.bfloat16)
@@ -320,7 +320,7 @@ def test_large_inputs_are_read_in_place(kind):
     fn = linfuse.compile(ROW_SUMS).row_sums
     rows = 128 * 1024
     if kind == "torch":
-        torch = pytest.importorskip("torch")
+        import torch
         x = torch.ones(rows, 1024)
         w = torch.full((1024, 1), 0.5)
     else:
@@ -393,7 +393,7 @@ def test_concurrent_optimize_reports_are_complete():
 
 
 def test_tensor_requiring_grad_is_a_clear_error(rng):
-    torch = pytest.importorskip("torch")
+    import torch
     fn = linfuse.compile(QKV, entry="scale").scale
     with pytest.raises(linfuse.Error, match="input 0: the tensor requires grad"):
         fn(torch.ones(4, dtype=torch.float16, requires_grad=True))

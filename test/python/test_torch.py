@@ -2,13 +2,12 @@
 results against eager PyTorch."""
 
 import pytest
+import torch
+from torch import nn
+from torch.export import Dim
 
-torch = pytest.importorskip("torch")
-
-import linfuse  # noqa: E402
-import linfuse.torch as lt  # noqa: E402
-from torch import nn  # noqa: E402
-from torch.export import Dim  # noqa: E402
+import linfuse
+import linfuse.torch as lt
 
 
 def rel_err(got, want):

@@ -1,23 +1,21 @@
 """linfuse.torch.importer end to end: torch.export -> MLIR -> linfuse-opt /
 linfuse-run (optimized and --no-optimize) -> compared with eager PyTorch.
 
-Run:  python -m pytest test/python/test_torch_importer.py
+Run:  PYTHONPATH=build/python_packages .venv/bin/python -m pytest test/python/test_torch_importer.py
 Tools come from $LINFUSE_BUILD_DIR/bin (default: <repo>/build/bin).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch
 nn = torch.nn
 F = torch.nn.functional
 
@@ -28,42 +26,10 @@ RUN = BIN / "linfuse-run"
 THIS = Path(__file__).name
 
 
-def _purge_linfuse():
-    for name in [m for m in sys.modules if m == "linfuse" or m.startswith("linfuse.")]:
-        del sys.modules[name]
+from linfuse.torch import importer  # noqa: E402
 
-
-def _load_importer():
-    """linfuse.torch.importer: from the installed/built package, else from
-    the source tree, else by path (the package's __init__ needs the native
-    extension, which a source checkout without a build lacks)."""
-    try:
-        from linfuse.torch import importer  # noqa: PLC0415
-        return importer
-    except ImportError:
-        _purge_linfuse()
-    src = str(ROOT / "python-bindings")
-    sys.path.insert(0, src)
-    try:
-        from linfuse.torch import importer  # noqa: PLC0415
-        return importer
-    except ImportError:
-        _purge_linfuse()
-        sys.path.remove(src)
-    path = ROOT / "python-bindings" / "linfuse" / "torch" / "importer.py"
-    spec = importlib.util.spec_from_file_location("linfuse_torch_importer", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-importer = _load_importer()
 import_program = importer.import_program
 UnsupportedOperatorError = importer.UnsupportedOperatorError
-
-needs_tools = pytest.mark.skipif(not (OPT.exists() and RUN.exists()),
-                                 reason=f"linfuse tools not built in {BIN}")
 
 # Relative tolerances (scaled by the largest |reference| value for the
 # absolute part, so near-zero entries of a GEMM result are not over-weighted).
@@ -337,7 +303,6 @@ def test_resource_blob_format():
         assert f'w: "{blob}"' in ir, ir
 
 
-@needs_tools
 @pytest.mark.parametrize("decompose", [False, True], ids=["export", "decomposed"])
 def test_qkv_bias(tmp_path, decompose):
     torch.manual_seed(1)
@@ -347,14 +312,12 @@ def test_qkv_bias(tmp_path, decompose):
     assert opt.count("linalg.matmul") == 1
 
 
-@needs_tools
 def test_qkv_heads(tmp_path):
     torch.manual_seed(2)
     check(tmp_path, QKVHeads(64, 4), [_x(2, 5, 64)], decompose=True,
           remarks=[r"merged 3 matmuls"], gemms=(1, 3), label="qkv-heads")
 
 
-@needs_tools
 @pytest.mark.parametrize("decompose", [False, True], ids=["export", "decomposed"])
 def test_llama_mlp(tmp_path, decompose):
     torch.manual_seed(3)
@@ -363,7 +326,6 @@ def test_llama_mlp(tmp_path, decompose):
           label=f"llama-mlp[{'dec' if decompose else 'exp'}]")
 
 
-@needs_tools
 def test_llama_stack(tmp_path):
     torch.manual_seed(4)
     _, _, text = check(tmp_path, LlamaStack(4, 32, 64), [_x(2, 6, 32)],
@@ -372,7 +334,6 @@ def test_llama_stack(tmp_path):
     assert len(re.findall(r"merged 2 matmuls", text)) == 4
 
 
-@needs_tools
 @pytest.mark.parametrize("decompose", [False, True], ids=["export", "decomposed"])
 def test_lora(tmp_path, decompose):
     torch.manual_seed(5)
@@ -382,7 +343,6 @@ def test_lora(tmp_path, decompose):
     assert opt.count("linalg.matmul") == 1
 
 
-@needs_tools
 @pytest.mark.parametrize("model", ["qkv", "llama"])
 def test_dynamic_batch_and_seq(tmp_path, model):
     torch.manual_seed(6)
@@ -402,7 +362,6 @@ def test_dynamic_batch_and_seq(tmp_path, model):
     assert prog.input_types == [f"?x?x{h}xf32"]
 
 
-@needs_tools
 def test_dynamic_batch_only(tmp_path):
     torch.manual_seed(7)
     batch = torch.export.Dim("batch", max=64)
@@ -414,7 +373,6 @@ def test_dynamic_batch_only(tmp_path):
     assert "tensor.expand_shape" in prog.ir
 
 
-@needs_tools
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
 def test_low_precision(tmp_path, dtype):
     torch.manual_seed(8)
@@ -430,7 +388,6 @@ def test_low_precision(tmp_path, dtype):
           remarks=[r"merged 3 matmuls"], gemms=(1, 3), label=f"qkv-{short}")
 
 
-@needs_tools
 def test_resource_bytes_roundtrip(tmp_path):
     """The blob holds the weights' exact bits: a model returning its weight."""
     class Ret(nn.Module):
@@ -447,7 +404,6 @@ def test_resource_bytes_roundtrip(tmp_path):
               label=f"bytes-{str(dtype)[6:]}")
 
 
-@needs_tools
 @pytest.mark.parametrize("decompose", [False, True], ids=["export", "decomposed"])
 def test_layout_ops(tmp_path, decompose):
     torch.manual_seed(9)
@@ -455,7 +411,6 @@ def test_layout_ops(tmp_path, decompose):
           label=f"layout[{'dec' if decompose else 'exp'}]")
 
 
-@needs_tools
 @pytest.mark.parametrize("decompose", [False, True], ids=["export", "decomposed"])
 def test_activations(tmp_path, decompose):
     torch.manual_seed(10)
@@ -474,7 +429,6 @@ def test_softmax_unsupported(decompose):
     assert info.value.op.startswith(("aten.softmax", "aten._softmax"))
 
 
-@needs_tools
 def test_two_dynamic_sizes_in_one_expand_group(tmp_path):
     # MLIR 22's --expand-strided-metadata crashes on such a group
     # (llvm-project #186830); linfuse's lowering rewrites it first.
