@@ -167,7 +167,8 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
 
   if (options.progress)
     options.progress("lower");
-  if (llvm::Error err = lowerModule(module, options.target, options.report))
+  if (llvm::Error err =
+          lowerModule(module, options.target, options.report, options.lower))
     return std::move(err);
 
   if (options.progress)
@@ -519,6 +520,11 @@ llvm::Error Executable::call(llvm::StringRef name,
   assertTrap.env = &env;
   if (setjmp(env) != 0) {
     assertTrap.env = outer;
+#ifdef LINFUSE_ENABLE_CUDA
+    // The function's end, which would have ended a CUDA graph capture or
+    // replay, was not reached.
+    linfuse_cuda_function_abandon();
+#endif
     return makeError("@" + name + ": an assertion in the compiled code " +
                      "failed: " + assertTrap.message);
   }

@@ -62,7 +62,8 @@ mlir::linfuse::optimizeModule(ModuleOp module,
 }
 
 llvm::Error mlir::linfuse::lowerModule(ModuleOp module, Target target,
-                                       PassReport *report) {
+                                       PassReport *report,
+                                       const LowerOptions &options) {
   if (target == Target::CUDA) {
 #ifndef LINFUSE_ENABLE_CUDA
     return llvm::createStringError(
@@ -70,12 +71,18 @@ llvm::Error mlir::linfuse::lowerModule(ModuleOp module, Target target,
         "--target=cuda: linfuse was built without the CUDA toolkit "
         "(LINFUSE_ENABLE_CUDA=OFF)");
 #endif
-    return runPasses(
-        module, "--linfuse-lower-to-cuda", report, [](OpPassManager &pm) {
-          buildLowerToCUDAPipeline(pm, LowerToCUDAPipelineOptions());
-          return llvm::Error::success();
-        });
+    return runPasses(module, "--linfuse-lower-to-cuda", report,
+                     [&](OpPassManager &pm) {
+                       LowerToCUDAPipelineOptions cuda;
+                       cuda.cudaGraph = options.cudaGraph;
+                       buildLowerToCUDAPipeline(pm, cuda);
+                       return llvm::Error::success();
+                     });
   }
+  if (options.cudaGraph)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "CUDA graphs (--cuda-graph) need --target=cuda");
   return runPasses(module, "--linfuse-lower-to-cpu", report,
                    [](OpPassManager &pm) {
                      buildLowerToCPUPipeline(pm, LowerToCPUPipelineOptions());

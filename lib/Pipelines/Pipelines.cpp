@@ -122,6 +122,10 @@ void mlir::linfuse::buildLowerToCUDAPipeline(
   // form: thread a stream through each function (synchronized before the
   // runtime's GEMM calls and the return).
   pm.addNestedPass<func::FuncOp>(createGpuAsyncRegionPass());
+  // The runtime's GEMMs are ordered on the same stream: no host waits.
+  pm.addPass(createStreamOrderedGemmsPass());
+  if (options.cudaGraph)
+    pm.addPass(createCudaGraphPass());
   addLowPrecisionLegalization(pm);
   if (options.cInterface)
     pm.addPass(createAttachCInterfacePass());

@@ -537,6 +537,9 @@ int32_t linfuse_cuda_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
                           void *c, int32_t ab_type, int32_t c_type,
                           int32_t flags, int32_t epilogue, float alpha,
                           float beta) {
+  // A function graph's replay: its capture enqueued this GEMM already.
+  if (replaying())
+    return LINFUSE_OK;
   // Everything that needs no device is checked first, so that bad
   // arguments get the same answer on every machine.
   Plan plan;

@@ -314,6 +314,8 @@ bool cuda::isRuntimeStream(CUstream stream) {
   return stream && stream == runtimeStream;
 }
 
+CUdevice cuda::device() { return deviceState().device; }
+
 bool cuda::cublasLtUsable() {
   return deviceState().status == LINFUSE_OK &&
          cublasLtState().status == LINFUSE_OK;

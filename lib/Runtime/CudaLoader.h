@@ -61,9 +61,15 @@ namespace linfuse::runtime::cuda {
   X(cuEventDestroy)                                                            \
   X(cuEventRecord)                                                             \
   X(cuEventSynchronize)                                                        \
+  X(cuEventElapsedTime)                                                        \
   X(cuMemAlloc)                                                                \
   X(cuMemAllocManaged)                                                         \
   X(cuMemFree)                                                                 \
+  X(cuMemAllocAsync)                                                           \
+  X(cuMemAllocFromPoolAsync)                                                   \
+  X(cuMemFreeAsync)                                                            \
+  X(cuMemPoolCreate)                                                           \
+  X(cuMemPoolSetAttribute)                                                     \
   X(cuMemcpyAsync)                                                             \
   X(cuMemsetD32Async)                                                          \
   X(cuMemsetD16Async)                                                          \
@@ -163,6 +169,9 @@ CUstream streamOr(CUstream requested, const char *fn);
 /// Whether `stream` is the runtime's stream (which is never destroyed).
 bool isRuntimeStream(CUstream stream);
 
+/// The device acquireDevice chose (valid after it succeeded).
+CUdevice device();
+
 //===----------------------------------------------------------------------===//
 // GEMM resources (CudaGemm.cpp)
 //===----------------------------------------------------------------------===//
@@ -172,16 +181,34 @@ bool isRuntimeStream(CUstream stream);
 int32_t prepareGemm(const char *fn);
 
 //===----------------------------------------------------------------------===//
-// Graph capture accounting (CudaWrappers.cpp)
+// Graph capture and replay (CudaGraphs.cpp)
 //===----------------------------------------------------------------------===//
 
 /// Counts enqueued work into the runtime stats; while a graph is being
 /// captured (nothing runs yet) into the graph's counts instead, which every
-/// linfuse_cuda_graph_launch then adds.
+/// launch of the graph then adds.
 void countDeviceWork(int64_t gemmCalls, int64_t kernelLaunches);
 
-/// True while linfuse_cuda_graph_begin .. _end captures the runtime stream.
+/// True while a graph capture (linfuse_cuda_graph_begin .. _end, or the
+/// first call of a function compiled with cuda-graph) records the runtime
+/// stream.
 bool capturing();
+
+/// True on a thread that is replaying a function graph: the function's host
+/// code runs again, but its device work was captured already, so the mgpu*
+/// wrappers and linfuse_cuda_gemm enqueue nothing (the graph launch at the
+/// function's end does it all) and mgpuMemAlloc hands back the captured
+/// allocations (replayAllocation).
+bool replaying();
+
+/// While replaying: the address the capture's next allocation got, which
+/// must have had `bytes` bytes (else the replay has diverged from the
+/// capture: an error is recorded and null returned).
+void *replayAllocation(uint64_t bytes, const char *fn);
+
+/// While a function graph is being captured on this thread: notes an
+/// allocation the graph makes (in order), for replayAllocation.
+void noteCapturedAllocation(void *ptr, uint64_t bytes);
 
 } // namespace linfuse::runtime::cuda
 

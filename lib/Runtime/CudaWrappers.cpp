@@ -1,10 +1,10 @@
-//===- CudaWrappers.cpp - mgpu* functions, stream and CUDA graphs ---------===//
+//===- CudaWrappers.cpp - mgpu* functions, stream, memory and timing ------===//
 //
 // The `mgpu*` functions that upstream MLIR 22's `--gpu-to-llvm` and the
 // gpu.binary translation emit calls to, with the C signatures of upstream's
 // mlir/lib/ExecutionEngine/CudaRuntimeWrappers.cpp (Debian ships no library
-// that defines them), plus the runtime's stream and CUDA-graph controls of
-// Runtime.h.
+// that defines them), plus the runtime's stream and timer of Runtime.h
+// (CUDA graphs are in CudaGraphs.cpp).
 //
 // Differences from upstream, all on purpose:
 // - Nothing aborts or prints: a failure is recorded (linfuse_last_error) and
@@ -14,10 +14,18 @@
 //   stream argument means that stream, not CUDA's legacy default stream. So
 //   lowered code's kernels, copies and linfuse_cuda_gemm calls (which take no
 //   stream) are ordered on one stream and can be captured into one graph.
+// - Device memory is stream-ordered (cuMemAllocFromPoolAsync and
+//   cuMemFreeAsync on the runtime's stream, from a pool that keeps what is
+//   freed for reuse): an allocation and a free per result and intermediate
+//   on every call cost no synchronization and, once warm, no driver
+//   allocation, like a caching allocator. Inside a graph capture the same
+//   calls become the graph's allocation and free nodes.
 // - While a graph is captured, mgpuStreamSynchronize and mgpuEventSynchronize
 //   return at once (nothing runs before the graph is launched, and a
-//   synchronization would invalidate the capture), and mgpuMemAlloc and
-//   mgpuMemFree are errors (allocate before linfuse_cuda_graph_begin).
+//   synchronization would invalidate the capture).
+// - While a function graph is replayed (CudaGraphs.cpp), launches, copies,
+//   memsets, frees, event and stream waits enqueue nothing, and
+//   mgpuMemAlloc returns the captured allocations.
 // - mgpuSetDefaultDevice applies to the whole process and only before the
 //   first CUDA call (upstream's is per thread).
 // - The sparse (cuSPARSE) wrappers and mgpuTensorMapEncodeTiledMemref (emitted
@@ -27,57 +35,15 @@
 
 #include "CudaLoader.h"
 
-#include <atomic>
 #include <climits>
 #include <cstring>
-#include <map>
 #include <mutex>
-#include <string>
+#include <set>
 
 using namespace linfuse::runtime;
 using namespace linfuse::runtime::cuda;
 
 namespace {
-
-//===----------------------------------------------------------------------===//
-// Graphs
-//===----------------------------------------------------------------------===//
-
-/// An instantiated graph and the work it replays (for the stats).
-struct Graph {
-  CUgraph graph = nullptr;
-  CUgraphExec exec = nullptr;
-  int64_t gemmCalls = 0, kernelLaunches = 0;
-};
-
-std::mutex graphMutex;
-std::map<std::string, Graph> graphs; // guarded by graphMutex
-std::string captureKey;              // guarded by graphMutex
-Graph captured;                      // guarded by graphMutex: counts so far
-std::atomic<bool> captureActive{false};
-
-void addToStats(int64_t gemmCalls, int64_t kernelLaunches) {
-  for (int64_t i = 0; i < gemmCalls; ++i)
-    countGemmCall();
-  countKernelLaunches(kernelLaunches);
-}
-
-/// Destroys `g`'s handles (call with a context current).
-void destroy(Graph &g) {
-  if (g.exec)
-    driver().cuGraphExecDestroy(g.exec);
-  if (g.graph)
-    driver().cuGraphDestroy(g.graph);
-  g = Graph();
-}
-
-bool validKey(const char *fn, const char *key) {
-  if (key && *key)
-    return true;
-  fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: the graph key is null or empty",
-       fn);
-  return false;
-}
 
 //===----------------------------------------------------------------------===//
 // Launch helpers
@@ -104,6 +70,8 @@ void launch(const char *fn, CUfunction function,
             const intptr_t (*clusterDims)[3], const intptr_t (&gridDims)[3],
             const intptr_t (&blockDims)[3], int32_t smem, CUstream stream,
             void **params, void **extra) {
+  if (replaying())
+    return;
   unsigned cluster[3] = {1, 1, 1}, grid[3], block[3];
   if ((clusterDims && !launchDims(fn, "cluster", *clusterDims, cluster)) ||
       !launchDims(fn, "grid", gridDims, grid) ||
@@ -170,16 +138,6 @@ bool isCapturing(CUstream stream) {
          status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-bool rejectWhileCapturing(const char *fn) {
-  if (!capturing())
-    return false;
-  fail(LINFUSE_ERROR_UNSUPPORTED,
-       "%s: not allowed while a CUDA graph is captured (allocate and free "
-       "outside linfuse_cuda_graph_begin/_end)",
-       fn);
-  return true;
-}
-
 /// aligned + offset of an MLIR memref descriptor, and its dense byte size;
 /// false (error recorded) for a strided (non-dense) memref.
 bool denseExtent(const char *fn, int64_t rank,
@@ -239,21 +197,43 @@ CUstream runtimeStream(const char *fn) {
 
 CUdeviceptr devicePtr(void *ptr) { return reinterpret_cast<CUdeviceptr>(ptr); }
 
-} // namespace
-
-bool cuda::capturing() { return captureActive.load(std::memory_order_acquire); }
-
-void cuda::countDeviceWork(int64_t gemmCalls, int64_t kernelLaunches) {
-  if (capturing()) {
-    std::lock_guard<std::mutex> lock(graphMutex);
-    if (captureActive.load(std::memory_order_relaxed)) {
-      captured.gemmCalls += gemmCalls;
-      captured.kernelLaunches += kernelLaunches;
-      return;
-    }
-  }
-  addToStats(gemmCalls, kernelLaunches);
+/// The pool device memory comes from outside graph captures. Its release
+/// threshold is unlimited: freed memory stays in the pool for the next
+/// call instead of going back to the driver at each synchronization.
+/// Call with a context current. Null, with the error recorded, on failure.
+CUmemoryPool devicePool(const char *fn) {
+  static std::mutex mutex;
+  static CUmemoryPool pool = nullptr; // guarded by mutex
+  std::lock_guard<std::mutex> lock(mutex);
+  if (pool)
+    return pool;
+  CUmemPoolProps props = {};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = int(device());
+  CUmemoryPool created = nullptr;
+  if (check(driver().cuMemPoolCreate(&created, &props), fn, "cuMemPoolCreate"))
+    return nullptr;
+  cuuint64_t unlimited = ~cuuint64_t(0);
+  if (check(driver().cuMemPoolSetAttribute(
+                created, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &unlimited),
+            fn, "cuMemPoolSetAttribute"))
+    return nullptr;
+  pool = created;
+  return pool;
 }
+
+/// Managed (host-shared) allocations, which cuMemFree frees: the others are
+/// stream-ordered and freed with cuMemFreeAsync.
+std::mutex managedMutex;
+std::set<void *> managed; // guarded by managedMutex
+
+bool isManaged(void *ptr) {
+  std::lock_guard<std::mutex> lock(managedMutex);
+  return managed.count(ptr) != 0;
+}
+
+} // namespace
 
 //===----------------------------------------------------------------------===//
 // Runtime.h: availability, stream, graphs
@@ -267,116 +247,56 @@ void *linfuse_cuda_stream(void) { return runtimeStream("linfuse_cuda_stream"); }
 
 int32_t linfuse_cuda_synchronize(void) {
   constexpr const char *fn = "linfuse_cuda_synchronize";
+  // Nothing to wait for (the graph's launch will run the work), and a wait
+  // would invalidate a capture.
+  if (capturing() || replaying())
+    return LINFUSE_OK;
   return inContext(fn, nullptr, [&](CUstream stream) {
     return check(driver().cuStreamSynchronize(stream), fn,
                  "cuStreamSynchronize");
   });
 }
 
-int32_t linfuse_cuda_graph_begin(const char *key) {
-  constexpr const char *fn = "linfuse_cuda_graph_begin";
-  if (!validKey(fn, key))
-    return LINFUSE_ERROR_INVALID_ARGUMENT;
+namespace {
+/// This thread's timing events (created with timing enabled, unlike
+/// mgpuEventCreate's).
+thread_local CUevent timerStart = nullptr, timerStop = nullptr;
+
+int32_t timingEvent(const char *fn, CUevent &event) {
+  return event ? int32_t(LINFUSE_OK)
+               : check(driver().cuEventCreate(&event, CU_EVENT_DEFAULT), fn,
+                       "cuEventCreate");
+}
+} // namespace
+
+int32_t linfuse_cuda_timer_start(void) {
+  constexpr const char *fn = "linfuse_cuda_timer_start";
   return inContext(fn, nullptr, [&](CUstream stream) {
-    // The GEMM workspace is allocated now: allocating inside the capture
-    // would invalidate it.
-    if (cublasLtUsable())
-      if (int32_t s = prepareGemm(fn))
-        return s;
-    std::lock_guard<std::mutex> lock(graphMutex);
-    if (captureActive.load(std::memory_order_relaxed))
-      return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
-                  "%s: cannot capture '%s' while '%s' is being captured", fn,
-                  key, captureKey.c_str());
-    // Thread-local mode: calls that cannot be captured (cuMemAlloc, a
-    // synchronization) fail on this thread and invalidate the capture,
-    // which linfuse_cuda_graph_end then reports; other threads are not
-    // affected.
-    if (int32_t s = check(driver().cuStreamBeginCapture(
-                              stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-                          fn, "cuStreamBeginCapture"))
+    if (int32_t s = timingEvent(fn, timerStart))
       return s;
-    captureKey = key;
-    captured = Graph();
-    captureActive.store(true, std::memory_order_release);
-    return int32_t(LINFUSE_OK);
+    return check(driver().cuEventRecord(timerStart, stream), fn,
+                 "cuEventRecord");
   });
 }
 
-int32_t linfuse_cuda_graph_end(void) {
-  constexpr const char *fn = "linfuse_cuda_graph_end";
+int32_t linfuse_cuda_timer_stop(float *milliseconds) {
+  constexpr const char *fn = "linfuse_cuda_timer_stop";
+  if (!milliseconds || !timerStart)
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: %s", fn,
+                milliseconds ? "no linfuse_cuda_timer_start before it"
+                             : "milliseconds is null");
   return inContext(fn, nullptr, [&](CUstream stream) {
-    std::lock_guard<std::mutex> lock(graphMutex);
-    if (!captureActive.load(std::memory_order_relaxed))
-      return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
-                  "%s: no capture in progress (call linfuse_cuda_graph_begin)",
-                  fn);
-    captureActive.store(false, std::memory_order_release);
-    Graph g = captured;
-    // Ends the capture whatever happened during it.
-    int32_t s = check(driver().cuStreamEndCapture(stream, &g.graph), fn,
-                      "cuStreamEndCapture");
-    if (s == LINFUSE_OK)
-      s = check(
-          driver().cuGraphInstantiateWithFlags(&g.exec, g.graph, /*flags=*/0),
-          fn, "cuGraphInstantiateWithFlags");
-    if (s != LINFUSE_OK) {
-      destroy(g);
+    if (int32_t s = timingEvent(fn, timerStop))
       return s;
-    }
-    Graph &slot = graphs[captureKey];
-    destroy(slot);
-    slot = g;
-    return int32_t(LINFUSE_OK);
-  });
-}
-
-int32_t linfuse_cuda_graph_launch(const char *key) {
-  constexpr const char *fn = "linfuse_cuda_graph_launch";
-  if (!validKey(fn, key))
-    return LINFUSE_ERROR_INVALID_ARGUMENT;
-  return inContext(fn, nullptr, [&](CUstream stream) {
-    // Held while launching, so that linfuse_cuda_graph_destroy cannot free
-    // the graph under the launch.
-    std::lock_guard<std::mutex> lock(graphMutex);
-    auto it = graphs.find(key);
-    if (it == graphs.end())
-      return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
-                  "%s: no graph was captured under '%s'", fn, key);
-    if (int32_t s = check(driver().cuGraphLaunch(it->second.exec, stream), fn,
-                          "cuGraphLaunch"))
+    if (int32_t s = check(driver().cuEventRecord(timerStop, stream), fn,
+                          "cuEventRecord"))
       return s;
-    addToStats(it->second.gemmCalls, it->second.kernelLaunches);
-    return int32_t(LINFUSE_OK);
-  });
-}
-
-int32_t linfuse_cuda_graph_exists(const char *key) {
-  if (!key)
-    return 0;
-  std::lock_guard<std::mutex> lock(graphMutex);
-  return graphs.count(key) != 0;
-}
-
-int32_t linfuse_cuda_graph_destroy(const char *key) {
-  constexpr const char *fn = "linfuse_cuda_graph_destroy";
-  std::lock_guard<std::mutex> lock(graphMutex);
-  if (graphs.empty())
-    return LINFUSE_OK; // Also without a device: nothing was captured.
-  return inContext(fn, nullptr, [&](CUstream stream) {
-    // A replay still in flight keeps using the graph: wait for it.
-    if (int32_t s = check(driver().cuStreamSynchronize(stream), fn,
-                          "cuStreamSynchronize"))
+    if (int32_t s = check(driver().cuEventSynchronize(timerStop), fn,
+                          "cuEventSynchronize"))
       return s;
-    for (auto it = graphs.begin(); it != graphs.end();) {
-      if (key && it->first != key) {
-        ++it;
-        continue;
-      }
-      destroy(it->second);
-      it = graphs.erase(it);
-    }
-    return int32_t(LINFUSE_OK);
+    return check(
+        driver().cuEventElapsedTime(milliseconds, timerStart, timerStop), fn,
+        "cuEventElapsedTime");
   });
 }
 
@@ -480,6 +400,8 @@ extern "C" LINFUSE_RUNTIME_EXPORT void mgpuStreamDestroy(CUstream stream) {
 }
 
 extern "C" LINFUSE_RUNTIME_EXPORT void mgpuStreamSynchronize(CUstream stream) {
+  if (replaying())
+    return;
   runOn("mgpuStreamSynchronize", stream, "cuStreamSynchronize", [](CUstream s) {
     return isCapturing(s) ? CUDA_SUCCESS : driver().cuStreamSynchronize(s);
   });
@@ -487,6 +409,8 @@ extern "C" LINFUSE_RUNTIME_EXPORT void mgpuStreamSynchronize(CUstream stream) {
 
 extern "C" LINFUSE_RUNTIME_EXPORT void mgpuStreamWaitEvent(CUstream stream,
                                                            CUevent event) {
+  if (replaying())
+    return;
   runOn("mgpuStreamWaitEvent", stream, "cuStreamWaitEvent", [&](CUstream s) {
     return driver().cuStreamWaitEvent(s, event, /*flags=*/0);
   });
@@ -509,13 +433,16 @@ extern "C" LINFUSE_RUNTIME_EXPORT void mgpuEventDestroy(CUevent event) {
 }
 
 extern "C" LINFUSE_RUNTIME_EXPORT void mgpuEventSynchronize(CUevent event) {
-  if (!capturing()) // Else the event belongs to the graph being captured.
+  // Captured: the event belongs to the graph; replayed: it was not recorded.
+  if (!capturing() && !replaying())
     run("mgpuEventSynchronize", "cuEventSynchronize",
         [&] { return driver().cuEventSynchronize(event); });
 }
 
 extern "C" LINFUSE_RUNTIME_EXPORT void mgpuEventRecord(CUevent event,
                                                        CUstream stream) {
+  if (replaying())
+    return;
   runOn("mgpuEventRecord", stream, "cuEventRecord",
         [&](CUstream s) { return driver().cuEventRecord(event, s); });
 }
@@ -524,35 +451,73 @@ extern "C" LINFUSE_RUNTIME_EXPORT void mgpuEventRecord(CUevent event,
 // mgpu*: memory
 //===----------------------------------------------------------------------===//
 
-/// Device memory, or managed memory visible to the host when isHostShared
-/// (gpu.alloc host_shared). Synchronous, like upstream: the stream is
-/// unused. Zero bytes give null without an error.
+/// Device memory, stream-ordered on the runtime's stream (usable by work
+/// enqueued there after this call; synchronize before another stream uses
+/// it), or managed memory visible to the host when isHostShared
+/// (gpu.alloc host_shared; synchronous). Zero bytes give null without an
+/// error. In a graph capture the allocation is the graph's (a fixed
+/// address, allocated at each launch); in a function replay it is the one
+/// the capture made.
 extern "C" LINFUSE_RUNTIME_EXPORT void *
 mgpuMemAlloc(uint64_t sizeBytes, CUstream /*stream*/, bool isHostShared) {
   constexpr const char *fn = "mgpuMemAlloc";
-  if (sizeBytes == 0 || rejectWhileCapturing(fn))
+  if (sizeBytes == 0)
     return nullptr;
+  if (replaying())
+    return replayAllocation(sizeBytes, fn);
   CUdeviceptr ptr = 0;
-  bool ok = run(fn, isHostShared ? "cuMemAllocManaged" : "cuMemAlloc", [&] {
-    return isHostShared ? driver().cuMemAllocManaged(&ptr, sizeBytes,
-                                                     CU_MEM_ATTACH_GLOBAL)
-                        : driver().cuMemAlloc(&ptr, sizeBytes);
-  });
-  return ok ? reinterpret_cast<void *>(ptr) : nullptr;
+  if (isHostShared) {
+    if (!run(fn, "cuMemAllocManaged", [&] {
+          return driver().cuMemAllocManaged(&ptr, sizeBytes,
+                                            CU_MEM_ATTACH_GLOBAL);
+        }))
+      return nullptr;
+    std::lock_guard<std::mutex> lock(managedMutex);
+    managed.insert(reinterpret_cast<void *>(ptr));
+    return reinterpret_cast<void *>(ptr);
+  }
+  bool ok = inContext(fn, nullptr, [&](CUstream stream) {
+              if (capturing()) // A graph allocation node.
+                return check(driver().cuMemAllocAsync(&ptr, sizeBytes, stream),
+                             fn, "cuMemAllocAsync");
+              CUmemoryPool pool = devicePool(fn);
+              if (!pool)
+                return int32_t(LINFUSE_ERROR_BACKEND);
+              return check(driver().cuMemAllocFromPoolAsync(&ptr, sizeBytes,
+                                                            pool, stream),
+                           fn, "cuMemAllocFromPoolAsync");
+            }) == LINFUSE_OK;
+  if (!ok)
+    return nullptr;
+  noteCapturedAllocation(reinterpret_cast<void *>(ptr), sizeBytes);
+  return reinterpret_cast<void *>(ptr);
 }
 
+/// Frees what mgpuMemAlloc returned, in stream order (or at once for
+/// managed memory). Nothing while a function graph is replayed: its graph
+/// frees the intermediates itself.
 extern "C" LINFUSE_RUNTIME_EXPORT void mgpuMemFree(void *ptr,
                                                    CUstream /*stream*/) {
   constexpr const char *fn = "mgpuMemFree";
-  if (ptr && !rejectWhileCapturing(fn))
-    run(fn, "cuMemFree", [&] { return driver().cuMemFree(devicePtr(ptr)); });
+  if (!ptr || replaying())
+    return;
+  if (isManaged(ptr)) {
+    if (run(fn, "cuMemFree",
+            [&] { return driver().cuMemFree(devicePtr(ptr)); })) {
+      std::lock_guard<std::mutex> lock(managedMutex);
+      managed.erase(ptr);
+    }
+    return;
+  }
+  runOn(fn, nullptr, "cuMemFreeAsync",
+        [&](CUstream s) { return driver().cuMemFreeAsync(devicePtr(ptr), s); });
 }
 
 /// Any direction (unified addressing), ordered on `stream`; the host must
 /// synchronize the stream before it reads a device-to-host copy.
 extern "C" LINFUSE_RUNTIME_EXPORT void
 mgpuMemcpy(void *dst, void *src, size_t sizeBytes, CUstream stream) {
-  if (sizeBytes != 0)
+  if (sizeBytes != 0 && !replaying())
     runOn("mgpuMemcpy", stream, "cuMemcpyAsync", [&](CUstream s) {
       return driver().cuMemcpyAsync(devicePtr(dst), devicePtr(src), sizeBytes,
                                     s);
@@ -561,7 +526,7 @@ mgpuMemcpy(void *dst, void *src, size_t sizeBytes, CUstream stream) {
 
 extern "C" LINFUSE_RUNTIME_EXPORT void
 mgpuMemset32(void *dst, unsigned int value, size_t count, CUstream stream) {
-  if (count != 0)
+  if (count != 0 && !replaying())
     runOn("mgpuMemset32", stream, "cuMemsetD32Async", [&](CUstream s) {
       return driver().cuMemsetD32Async(devicePtr(dst), value, count, s);
     });
@@ -569,7 +534,7 @@ mgpuMemset32(void *dst, unsigned int value, size_t count, CUstream stream) {
 
 extern "C" LINFUSE_RUNTIME_EXPORT void
 mgpuMemset16(void *dst, unsigned short value, size_t count, CUstream stream) {
-  if (count != 0)
+  if (count != 0 && !replaying())
     runOn("mgpuMemset16", stream, "cuMemsetD16Async", [&](CUstream s) {
       return driver().cuMemsetD16Async(devicePtr(dst), value, count, s);
     });

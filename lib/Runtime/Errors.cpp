@@ -20,9 +20,13 @@ constexpr size_t kMessageSize = 512;
 
 thread_local int32_t errorStatus = LINFUSE_OK;
 thread_local char errorMessage[kMessageSize];
+thread_local uint64_t failures = 0;
 } // namespace
 
+uint64_t linfuse::runtime::failureCount() { return failures; }
+
 int32_t linfuse::runtime::fail(linfuse_status status, const char *fmt, ...) {
+  ++failures;
   if (errorStatus != LINFUSE_OK)
     return status;
   va_list args;

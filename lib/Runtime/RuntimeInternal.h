@@ -21,6 +21,11 @@ namespace linfuse::runtime {
 int32_t fail(linfuse_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/// How many failures this thread has had (recorded or not, because an
+/// earlier error was pending): a caller compares two readings to learn
+/// whether anything failed in between, whatever the error state was.
+uint64_t failureCount();
+
 /// "f32", "f16", "bf16" for a linfuse_dtype code ("?" otherwise).
 const char *dtypeName(int32_t dtype);
 

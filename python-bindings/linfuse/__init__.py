@@ -166,11 +166,15 @@ class Module:
 
 
 def compile(ir: str, target: str = "cpu", *, optimize: bool = True,
-            entry: str | Sequence[str] | None = None) -> Module:
+            entry: str | Sequence[str] | None = None,
+            cuda_graph: bool = False) -> Module:
     """Optimizes, lowers and JIT-compiles the public functions of `ir`
     (or only `entry`) for `target` ("cpu", or "cuda" in builds with CUDA).
 
     `optimize=False` skips `--linfuse-optimize` (the unfused reference).
+    `cuda_graph=True` (target "cuda" only) captures each function's device
+    work into a CUDA graph on its first call with given device buffers and
+    replays it on later ones (`linfuse-compile --cuda-graph`).
     """
     if entry is None:
         names = _linfuse.public_functions(ir)
@@ -178,7 +182,8 @@ def compile(ir: str, target: str = "cpu", *, optimize: bool = True,
         names = [entry] if isinstance(entry, str) else list(entry)
     if not names:
         raise Error("the module has no public function with a body")
-    functions = {name: Function(_linfuse.CompiledFunction(ir, name, target, optimize),
+    functions = {name: Function(_linfuse.CompiledFunction(ir, name, target, optimize,
+                                                          cuda_graph),
                                 optimize)
                  for name in names}
     return Module(functions, target)

@@ -231,10 +231,12 @@ PYBIND11_MODULE(_linfuse, m) {
 
   py::class_<CompiledFunction>(m, "CompiledFunction")
       .def(py::init([](const std::string &ir, const std::string &entry,
-                       const std::string &target, bool optimize) {
+                       const std::string &target, bool optimize,
+                       bool cudaGraph) {
              CompileOptions options;
              options.target = check(parseTarget(target));
              options.optimize = optimize;
+             options.lower.cudaGraph = cudaGraph;
              auto fn = std::make_unique<CompiledFunction>();
              options.report = &fn->report;
              fn->name = entry;
@@ -245,7 +247,7 @@ PYBIND11_MODULE(_linfuse, m) {
              return fn;
            }),
            py::arg("ir"), py::arg("entry"), py::arg("target") = "cpu",
-           py::arg("optimize") = true)
+           py::arg("optimize") = true, py::arg("cuda_graph") = false)
       .def_readonly("name", &CompiledFunction::name)
       .def_readonly("report", &CompiledFunction::report)
       .def_property_readonly("arguments",

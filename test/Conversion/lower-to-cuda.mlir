@@ -3,6 +3,19 @@
 // RUN: linfuse-opt %s --linfuse-lower-to-cuda | FileCheck %s
 // RUN: linfuse-opt %s --linfuse-lower-to-cuda="chip=sm_80 features=+ptx75 format=isa block-size=256" | FileCheck %s --check-prefix=OPTS
 // RUN: linfuse-opt %s --linfuse-raise-to-gemm=target=cuda | FileCheck %s --check-prefix=RAISE
+// RUN: linfuse-opt %s --linfuse-lower-to-cuda=cuda-graph=true | FileCheck %s --check-prefix=GRAPH
+
+// With cuda-graph, the function's body is bracketed by the runtime's
+// function-graph calls (after the final synchronization, which they make a
+// no-op while capturing or replaying).
+// GRAPH:       llvm.mlir.global private @__linfuse_graph_slot_qk()
+// GRAPH-LABEL: llvm.func @qk(
+// GRAPH:         llvm.mlir.addressof @__linfuse_graph_slot_qk : !llvm.ptr
+// GRAPH:         llvm.call @linfuse_cuda_function_begin(%[[SA:[0-9]+]], %{{.*}}, %{{.*}}) : (i64, i64, i64) -> i32
+// GRAPH-NOT:     llvm.call @linfuse_cuda_function
+// GRAPH:         llvm.call @linfuse_cuda_gemm_f32_f32
+// GRAPH:         llvm.call @linfuse_cuda_synchronize()
+// GRAPH-NEXT:    llvm.call @linfuse_cuda_function_end(%[[SA]]) : (i64) -> i32
 
 // A merged Q/K projection with bias and GELU (tanh form, which cuBLASLt's
 // GELU epilogue computes) feeding another GEMM and an add, plus a SiLU that
@@ -16,18 +29,24 @@
 
 // Both GEMMs are cuBLASLt calls in the runtime, buffers are device
 // allocations, the element-wise work (the add, the SiLU) is one kernel each
-// in a fatbin for sm_90a, launched with 128 threads per block.
+// in a fatbin for sm_90a, launched with 128 threads per block. Everything is
+// ordered on the runtime's stream: no host synchronization before the GEMMs
+// (--linfuse-stream-ordered-gemms), one before the return.
 // CHECK:       llvm.func @linfuse_cuda_gemm_f32_f32(i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i32, i32, f32, f32) -> i32
 // CHECK-LABEL: llvm.func @qk(
 // CHECK-NOT:     llvm.call @malloc
 // CHECK:         llvm.call @mgpuMemAlloc
-// CHECK:         llvm.call @mgpuStreamSynchronize
+// CHECK-NOT:     llvm.call @mgpuStreamSynchronize
 // CHECK:         llvm.call @linfuse_cuda_gemm_f32_f32
+// CHECK-NOT:     llvm.call @mgpuStreamSynchronize
 // CHECK:         llvm.call @linfuse_cuda_gemm_f32_f32
 // CHECK:         gpu.launch_func <%{{.*}} : !llvm.ptr> @qk_kernel::@qk_kernel blocks in (%{{.*}}, %{{.*}}, %{{.*}}) threads in (%[[ONE:.*]], %[[T:.*]], %[[ONE]])
 // CHECK:         gpu.launch_func <%{{.*}} : !llvm.ptr> @qk_kernel_0::@qk_kernel
 // CHECK:         llvm.call @mgpuMemFree
 // CHECK-NOT:     llvm.call @free
+// CHECK-NOT:     llvm.call @mgpuStreamSynchronize
+// CHECK:         llvm.call @linfuse_cuda_synchronize()
+// CHECK:         llvm.return
 // CHECK:       llvm.func @_mlir_ciface_qk(
 // CHECK:       gpu.binary @qk_kernel  [#gpu.object<#nvvm.target<chip = "sm_90a", features = "+ptx80">
 // CHECK:       gpu.binary @qk_kernel_0

@@ -66,6 +66,13 @@ static cl::opt<std::string> runtimeDir(
     cl::desc("Directory of liblinfuse_runtime.so (default: ../lib next to "
              "this tool); also the library's rpath"),
     cl::cat(category));
+static cl::opt<bool> cudaGraph(
+    "cuda-graph",
+    cl::desc("cuda: capture each function's device work into a CUDA graph "
+             "on its first call with given arguments, replay it on later "
+             "calls with the same ones (one launch instead of one per "
+             "kernel and GEMM)"),
+    cl::cat(category));
 static cl::opt<bool> keepObject("keep-object",
                                 cl::desc("Keep the intermediate .o file"),
                                 cl::cat(category));
@@ -174,10 +181,22 @@ static void writeHeader(llvm::raw_ostream &os, ArrayRef<CFunction> fns,
         " * Each function takes and returns MLIR memref descriptors:\n"
         " * results first (through a pointer: one descriptor, or a struct of\n"
         " * them), then a pointer to each argument's descriptor. Inputs are\n"
-        " * never written. Each result is a fresh row-major buffer the caller\n"
-        " * owns: free(result.allocated). Dynamic sizes come from the\n"
-        " * argument descriptors.\n"
-        " *\n"
+        " * never written. Dynamic sizes come from the argument descriptors.\n"
+     << (target == "cuda"
+             ? " * Arguments and results are DEVICE buffers (mgpuMemAlloc and\n"
+               " * mgpuMemcpy of liblinfuse_runtime, or any CUDA allocation).\n"
+               " * A call returns with its results computed.\n"
+             : "")
+     << (!cudaGraph
+             ? " * Each result is a fresh row-major buffer the caller owns:\n"
+             : " * Each result is a row-major buffer in the memory of the\n"
+               " * function's CUDA graph, captured on the first call with\n"
+               " * given argument buffers and shapes and replayed on later\n"
+               " * ones: valid until the next call with the same arguments,\n"
+               " * which reuses it. Copy it out, or optionally:\n")
+     << (target == "cuda" ? " * mgpuMemFree(result.allocated, NULL).\n"
+                          : " * free(result.allocated).\n")
+     << " *\n"
         " * A function with a packing function (`<fn>__pack`) takes packed\n"
         " * weights: call <fn>__pack once on the weights, then pass its\n"
         " * results as <fn>'s trailing arguments on every call.\n"
@@ -348,7 +367,9 @@ int main(int argc, char **argv) {
     return fail(signatures.takeError());
   if (signatures->empty())
     return fail(inputFile + ": no public function with a body");
-  if (llvm::Error err = lowerModule(**module, *targetKind))
+  LowerOptions lowering;
+  lowering.cudaGraph = cudaGraph;
+  if (llvm::Error err = lowerModule(**module, *targetKind, nullptr, lowering))
     return fail(std::move(err));
 
   internalizeImplementation(**module);

@@ -16,11 +16,11 @@ namespace linfuse {
 #define GEN_PASS_REGISTRATION
 #include "linfuse/Conversion/Passes.h.inc"
 
-/// The symbol `linfuse.gemm` with these element types calls on `target`
-/// ("cpu" or "cuda"): `linfuse_<target>_gemm_<ab>_<c>`.
 /// The patterns of --linfuse-dynamic-expand-shape.
 void populateDynamicExpandShapePatterns(RewritePatternSet &patterns);
 
+/// The symbol `linfuse.gemm` with these element types calls on `target`
+/// ("cpu" or "cuda"): `linfuse_<target>_gemm_<ab>_<c>`.
 std::string getGemmRuntimeFunctionName(StringRef target, Type abElementType,
                                        Type cElementType);
 

@@ -138,4 +138,77 @@ def TileParallelLoopsPass : Pass<"linfuse-tile-parallel-loops"> {
   ];
 }
 
+def CudaGraphPass : Pass<"linfuse-cuda-graph", "::mlir::ModuleOp"> {
+  let summary = "Capture each public function's device work into a CUDA "
+                "graph on its first call, replay it on later calls";
+  let description = [{
+    Kernel launch overhead dominates small GEMMs: a Q/K/V projection at
+    M = 1 is a handful of microseconds of GPU work behind several launches
+    and synchronizations. This pass brackets the body of every public
+    function (not the weight-packing `@f__pack` functions, which run once)
+    with the runtime's function-graph calls (Runtime.h):
+
+    * at entry, the arguments are written into a key (each memref's aligned
+      address, offset, sizes and strides; each scalar's bits, as i64) and
+      `linfuse_cuda_function_begin(slot, key, length)` is called, `slot`
+      being the address of a private global of the module (one per
+      function);
+    * before each `func.return`, `linfuse_cuda_function_end(slot)`.
+
+    The first call with a key captures the body's GEMMs, kernels, copies and
+    allocations into a graph; later calls with the same key run only the
+    host code (shapes, descriptors) and launch the graph once. Results then
+    live in the graph's memory until the function's next call with the same
+    key. Run on the CUDA lowering's host IR after `--gpu-async-region`
+    (`--linfuse-lower-to-cuda=cuda-graph=true`); an argument that is neither
+    a strided memref nor an integer, index or float scalar of at most 64
+    bits is an error.
+
+    ```mlir
+    func.func @main(%x: memref<?x64xf32>, %w: memref<128x64xf32>) -> memref<?x128xf32> {
+      ...
+      return %y : memref<?x128xf32>
+    }
+    // becomes
+    memref.global "private" @__linfuse_graph_slot_main : memref<1xi64> = uninitialized
+    func.func @main(%x: memref<?x64xf32>, %w: memref<128x64xf32>) -> memref<?x128xf32> {
+      %slot = memref.get_global @__linfuse_graph_slot_main : memref<1xi64>
+      %key = memref.alloca() : memref<12xi64>
+      // ... memref.store of %x's and %w's address, offset, sizes, strides
+      %0 = call @linfuse_cuda_function_begin(%slot_addr, %key_addr, %c12) : (index, index, index) -> i32
+      ...
+      %1 = call @linfuse_cuda_function_end(%slot_addr) : (index) -> i32
+      return %y : memref<?x128xf32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
+def StreamOrderedGemmsPass : Pass<"linfuse-stream-ordered-gemms",
+                                  "::mlir::ModuleOp"> {
+  let summary = "Drop the host synchronizations before runtime GEMM calls; "
+                "synchronize once before returning";
+  let description = [{
+    `--gpu-async-region` treats a `linfuse_cuda_gemm_*` call like any host
+    code and waits (a host synchronization, `gpu.wait [%t]`) for all device
+    work before it. The runtime enqueues the GEMM on the same stream as the
+    kernels, copies and stream-ordered allocations, so stream order already
+    puts it after them: each such wait only stalls the host until the GPU
+    drains, once per GEMM. This pass erases a synchronous `gpu.wait` that
+    is followed in its block, past ops without memory effects, by a call of
+    a `linfuse_cuda_gemm_*` function, and synchronizes the runtime's stream
+    (`linfuse_cuda_synchronize`) before every `func.return` of a function
+    that calls one, so a function still returns with its results computed
+    (the GEMM may be the last thing it enqueues, after the last wait). A
+    synchronous `gpu.wait` right before the return is then redundant and
+    erased too. Run on the CUDA lowering's host IR after
+    `--gpu-async-region`.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::gpu::GPUDialect"];
+}
+
 #endif // LINFUSE_CONVERSION_PASSES_TD

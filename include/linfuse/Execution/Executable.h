@@ -35,6 +35,8 @@ struct CompileOptions {
   /// Run --linfuse-optimize (with weight lifting) first; false is the
   /// reference path (`linfuse-run --no-optimize`).
   bool optimize = true;
+  /// How to lower (CUDA graphs).
+  LowerOptions lower;
   /// When set, what the passes did (optimize and lower) is added to it.
   PassReport *report = nullptr;
   /// Called with each stage's name ("optimize", "lower", "jit") as it starts.

@@ -33,10 +33,19 @@ llvm::Error optimizeModule(ModuleOp module,
                            const OptimizePipelineOptions &options,
                            PassReport *report = nullptr);
 
+/// What the drivers let users choose about the lowering.
+struct LowerOptions {
+  /// CUDA only: each public function captures its device work into a CUDA
+  /// graph on its first call with given arguments and replays it on later
+  /// ones (--linfuse-lower-to-cuda=cuda-graph=true).
+  bool cudaGraph = false;
+};
+
 /// --linfuse-lower-to-cpu or --linfuse-lower-to-cuda (an error in builds
-/// without the CUDA toolkit).
+/// without the CUDA toolkit, and for `cudaGraph` on the CPU).
 llvm::Error lowerModule(ModuleOp module, Target target,
-                        PassReport *report = nullptr);
+                        PassReport *report = nullptr,
+                        const LowerOptions &options = {});
 
 /// Any textual pass pipeline on the module, as mlir-opt's --pass-pipeline
 /// takes it ("builtin.module(inline, func.func(cse))") or as the passes

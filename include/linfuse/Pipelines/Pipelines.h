@@ -77,6 +77,12 @@ struct LowerToCUDAPipelineOptions
       *this, "c-interface",
       llvm::cl::desc("Emit `_mlir_ciface_<name>` for public functions"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> cudaGraph{
+      *this, "cuda-graph",
+      llvm::cl::desc("Capture each public function's device work into a "
+                     "CUDA graph on its first call with given arguments and "
+                     "replay it on later ones (--linfuse-cuda-graph)"),
+      llvm::cl::init(false)};
 };
 
 /// Optimized linalg-on-tensors -> LLVM dialect + `gpu.binary` for NVIDIA

@@ -236,11 +236,13 @@ LINFUSE_RUNTIME_EXPORT int64_t linfuse_cuda_heuristic_queries(void);
  * (e.g. function name + buffer addresses + shapes); new input DATA in the
  * same buffers is fine (copy it in before the launch).
  *
- * Inside a capture: no allocation or free (mgpuMemAlloc/mgpuMemFree fail;
- * the GEMM workspace is allocated by _begin), no host reads of results
- * (nothing has run); mgpuStreamSynchronize and mgpuEventSynchronize return
- * at once; host<->device copies need pinned host memory
- * (mgpuMemHostRegister). A call that cannot be captured invalidates the
+ * Inside a capture: mgpuMemAlloc/mgpuMemFree become the graph's
+ * allocation and free nodes (an allocation has the same address at every
+ * launch, and a launch frees what the previous one left allocated); no host
+ * reads of results (nothing has run); mgpuStreamSynchronize and
+ * mgpuEventSynchronize return at once; host<->device copies need pinned
+ * host memory (mgpuMemHostRegister). The GEMM workspace is allocated by
+ * _begin. A call that cannot be captured invalidates the
  * capture: _end then fails and stores nothing. One capture at a time,
  * from one thread (capture mode CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).
  * Stats: work recorded in a capture is not counted then; each launch
@@ -257,6 +259,47 @@ LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_graph_exists(const char *key);
 /* Frees the graph stored under `key`, or all graphs when `key` is NULL,
  * after the runtime's stream has finished. */
 LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_graph_destroy(const char *key);
+
+/* Function graphs: what `--linfuse-cuda-graph` (linfuse-compile and
+ * linfuse-run --cuda-graph, --linfuse-lower-to-cuda=cuda-graph=true) puts
+ * around the body of each public function; not meant to be called by hand.
+ *
+ * linfuse_cuda_function_begin(slot, key, key_length) at the function's
+ * entry: `slot` is the address of a private global of the compiled module
+ * (one per function), `key` the function's arguments as key_length
+ * integers (each memref's address, offset, sizes and strides; each
+ * scalar's bits). The first call with a key CAPTURES: the body's
+ * allocations, GEMMs, kernel launches, copies and frees are recorded into
+ * a graph, not run. A later call with the same key REPLAYS: the body's host
+ * code runs again (it computes the shapes and result descriptors), but
+ * enqueues nothing, and mgpuMemAlloc hands back the addresses the capture's
+ * allocations have. linfuse_cuda_function_end(slot), before the function
+ * returns, launches the graph and waits for it: the caller sees what a
+ * call without a graph gives, at the cost of one launch.
+ *
+ * Results live in the graph's memory: the same addresses at every call
+ * with the same key, valid until that function's next call with the same
+ * key (its launch frees and reuses them). Copy them out, or free them with
+ * mgpuMemFree (optional: the next launch frees what is left). Up to 16
+ * graphs are kept per function, the least recently used dropped first.
+ * Calls with a graph are serialized across threads (one stream can record
+ * one capture); a call inside another (or inside linfuse_cuda_graph_begin)
+ * is part of the outer one. If the body fails while it is captured, the
+ * graph is not kept and the call fails.
+ *
+ * linfuse_cuda_function_abandon() ends this thread's call after its body
+ * was left without reaching _end (a failed assertion the caller trapped),
+ * discarding a capture in progress. */
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_function_begin(
+    uintptr_t slot, const int64_t *key, int64_t key_length);
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_function_end(uintptr_t slot);
+LINFUSE_RUNTIME_EXPORT void linfuse_cuda_function_abandon(void);
+
+/* Times work on the runtime's stream with CUDA events: _start records a
+ * start event, _stop a stop event, waits for it and writes the
+ * milliseconds between the two (per thread). */
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_timer_start(void);
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_timer_stop(float *milliseconds);
 
 #ifdef __cplusplus
 }
