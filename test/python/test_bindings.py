@@ -145,6 +145,12 @@ def test_bad_target():
         linfuse.lower(QKV, "tpu")
 
 
+def test_cuda_graph_is_a_cuda_option():
+    with pytest.raises(linfuse.Error,
+                       match=r"CUDA graphs \(--cuda-graph\) need --target=cuda"):
+        linfuse.compile(QKV, "cpu", cuda_graph=True)
+
+
 # --- compile and call -------------------------------------------------------
 
 def test_compile_lists_public_functions():
