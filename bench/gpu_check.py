@@ -7,10 +7,16 @@ scripts/gpu-prepare.sh, normally through scripts/gpu-check.sh:
   /usr/bin/python3 bench/gpu_check.py --bundle gpu-bundle --out OUT --dry-run
 
 Each module of gpu-bundle/modules/modules.json (bench/gpu_modules.py) was
-compiled twice by linfuse-compile --target=cuda: lib<name>.so (optimized:
-sibling matmuls merged into one GEMM over packed weights, `<fn>__pack` called
-once) and lib<name>_unfused.so (--no-optimize: one GEMM per matmul). This
-script calls them through ctypes, the way a C program calls the C interface
+compiled three times by linfuse-compile --target=cuda: lib<name>.so
+(optimized: sibling matmuls merged into one GEMM over packed weights,
+`<fn>__pack` called once), lib<name>_unfused.so (--no-optimize: one GEMM per
+matmul) and lib<name>_graph.so (merged, --cuda-graph: the first call with
+given argument buffers and shapes captures the function's device work into a
+CUDA graph, later calls with the same ones replay it with one launch; its
+results live in the graph's memory, valid until the next call with the same
+arguments). Bundles without the _graph libraries (--target=cpu, older
+bundles) are checked without that variant. This script calls them through
+ctypes, the way a C program calls the C interface
 (`_mlir_ciface_<fn>(results*, descriptor*...)`; the memref descriptors and
 result structs are built from the generated headers). On the cuda target
 every descriptor points to DEVICE memory: inputs are PyTorch CUDA tensors
@@ -24,24 +30,31 @@ Steps:
                   check); scripts/gpu-check.sh runs them itself and passes
                   --device-tests-log LOG to report them
 Exit status 2 when the setup fails (no device, a library does not load).
-  numerics        every module, merged and unfused, at a few M, against a
-                  float64 PyTorch reference of its expression: max |got - ref|
-                  / max |ref| <= 1e-4 (f32: exact FP32 GEMMs, TF32 off) or
-                  2e-2 (bf16); gemm_calls (linfuse_get_stats) of one call:
-                  merged < unfused (and equal to the CPU-target count
-                  gpu-prepare.sh recorded, else a warning)
+  numerics        every module, merged, unfused and graph, at a few M,
+                  against a float64 PyTorch reference of its expression:
+                  max |got - ref| / max |ref| <= 1e-4 (f32: exact FP32 GEMMs,
+                  TF32 off) or 2e-2 (bf16). The graph variant is called twice
+                  per M: the capture, then (new data written into the same
+                  input buffers, so the same graph key) a replay, each
+                  checked against its own inputs. gemm_calls
+                  (linfuse_get_stats) of one call: merged < unfused (and
+                  equal to the CPU-target count gpu-prepare.sh recorded, else
+                  a warning), graph == merged
   benchmark       the `bench` modules (Q/K/V and gate/up, hidden 768, 1024,
                   4096 = LLaMA-7B, f32 and bf16) at M in 1, 16, 128, 1024,
-                  4096: linfuse unfused, linfuse merged, PyTorch eager with
-                  separate nn.Linear (F.linear) calls, PyTorch eager with one
-                  Linear over the concatenated weights (then split), and
-                  torch.compile of the separate version. Median of >= 20
-                  CUDA-event timings after warm-up; µs, TFLOP/s and, at M <= 16,
-                  the fraction of HBM bandwidth (weight bytes / time /
-                  4.8e12 B/s, H200 nominal; ~4.3e12 is measured).
+                  4096: linfuse unfused, linfuse merged, linfuse graph (same
+                  x every call: replays after an untimed capture), PyTorch
+                  eager with separate nn.Linear (F.linear) calls, PyTorch
+                  eager with one Linear over the concatenated weights (then
+                  split), and torch.compile of the separate version. Median
+                  of >= 20 CUDA-event timings after warm-up; µs, TFLOP/s
+                  and, at M <= 16, the fraction of HBM bandwidth (weight
+                  bytes / time / 4.8e12 B/s, H200 nominal; ~4.3e12 is
+                  measured).
 Writes OUT/gpu_check.json, OUT/gpu_check.md (tables) and OUT/gpu_check.png
-(speedup vs M per hidden size; skipped without matplotlib). Exits 1 if any
-numerics, GEMM-count, linfuse-call or device-test check failed.
+(speedups vs M per hidden size: unfused / merged, unfused / graph; skipped
+without matplotlib). Exits 1 if any numerics, GEMM-count, linfuse-call or
+device-test check failed.
 
 --dry-run (no GPU, no torch; Debian's python is enough): every library of the
 bundle loads with ctypes, every expected symbol exists, the headers agree
@@ -83,10 +96,14 @@ RUNTIME_SYMBOLS = [
     "linfuse_get_stats", "linfuse_reset_stats", "linfuse_cuda_available",
     "linfuse_cuda_synchronize", "linfuse_cuda_stream", "linfuse_cuda_gemm",
     "linfuse_cuda_gemm_f32_f32", "linfuse_cuda_gemm_bf16_bf16",
+    # What --cuda-graph code calls around each function's body.
+    "linfuse_cuda_function_begin", "linfuse_cuda_function_end",
     "mgpuMemAlloc", "mgpuMemFree", "mgpuMemcpy", "mgpuModuleLoad",
     "mgpuLaunchKernel", "mgpuStreamSynchronize"]
-VARIANTS = ("linfuse_unfused", "linfuse_merged", "torch_separate",
-            "torch_concat", "torch_compile")
+VARIANTS = ("linfuse_unfused", "linfuse_merged", "linfuse_graph",
+            "torch_separate", "torch_concat", "torch_compile")
+# Library file suffix of each linfuse variant (lib<name><suffix>.so).
+LIB_SUFFIX = {"merged": "", "unfused": "_unfused", "graph": "_graph"}
 T0 = time.monotonic()
 
 
@@ -255,7 +272,7 @@ def preload_bundle_libs(bundle):
     by full path, RTLD_GLOBAL, retrying until every one loads: later
     dlopens find them by soname whatever LD_LIBRARY_PATH says."""
     modules = {bundle.lib(m["name"], v) for m in bundle.modules
-               for v in ("merged", "unfused")}
+               for v in bundle.variants}
     names = [p for p in sorted(glob.glob(os.path.join(bundle.lib_dir,
                                                       "*.so*")))
              if p not in modules]
@@ -305,6 +322,11 @@ class Runtime:
             L.mgpuMemcpy.restype = None
             L.mgpuMemcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p,
                                      ctypes.c_size_t, ctypes.c_void_p]
+        self.has_graphs = self.has_cuda and \
+            hasattr(L, "linfuse_cuda_graph_destroy")
+        if self.has_graphs:
+            L.linfuse_cuda_graph_destroy.restype = ctypes.c_int32
+            L.linfuse_cuda_graph_destroy.argtypes = [ctypes.c_char_p]
 
     def error(self):
         code = self.lib.linfuse_last_error()
@@ -335,6 +357,17 @@ class Runtime:
         if self.cuda_target:
             self.lib.linfuse_cuda_synchronize()
 
+    def drop_graphs(self):
+        """Destroys the CUDA graphs the runtime keeps (a graph variant's
+        function graphs: up to 16 per function, each holding its graph
+        memory) once a module is done. A failure is only logged: a graph
+        kept costs memory, not correctness."""
+        if not (self.cuda_target and self.has_graphs):
+            return
+        if self.lib.linfuse_cuda_graph_destroy(None) != 0:
+            log(f"WARNING linfuse_cuda_graph_destroy: {self.error()}")
+            self.clear()
+
 
 # ------------------------------------------------------------ bundle
 
@@ -355,24 +388,34 @@ class Bundle:
             with open(info) as f:
                 self.info = json.load(f)
         self.target = self.info.get("target", "cuda")
+        # The graph variant where gpu-prepare.sh built it (cuda bundles
+        # since --cuda-graph): any one graph library counts, so that one
+        # missing from a bundle that has the others is a load failure, not
+        # a silently skipped variant.
+        self.variants = ["merged", "unfused"]
+        if self.target == "cuda" and any(
+                os.path.exists(self.lib(m["name"], "graph"))
+                for m in self.modules):
+            self.variants.append("graph")
 
     def lib(self, name, variant):
-        suffix = "" if variant == "merged" else "_unfused"
-        return os.path.join(self.lib_dir, f"lib{name}{suffix}.so")
+        return os.path.join(self.lib_dir,
+                            f"lib{name}{LIB_SUFFIX[variant]}.so")
 
     def header(self, name, variant):
         return self.lib(name, variant)[:-3] + ".h"
 
 
 class Module:
-    """Both compiled variants of one manifest module."""
+    """The compiled variants of one manifest module (bundle.variants)."""
 
     def __init__(self, bundle, m):
         self.m = m
         self.name = m["name"]
         self.fn = m["fn"]
+        self.variants = list(bundle.variants)
         self.libs, self.funcs, self.packs = {}, {}, {}
-        for v in ("merged", "unfused"):
+        for v in self.variants:
             h = Header(bundle.header(self.name, v))
             lib = ctypes.CDLL(bundle.lib(self.name, v))
             self.libs[v] = lib
@@ -446,6 +489,12 @@ class TorchCuda:
         self.rt.lib.mgpuMemFree(ptr, None)
         self.rt.check("mgpuMemFree")
 
+    def refill(self, t, dtype, scale):
+        """New random values written into t's own memory (same address: a
+        graph's key stays the same), visible to the runtime's stream."""
+        t.copy_(self.make(self.shape(t), dtype, scale))
+        self.torch.cuda.synchronize()
+
     def env(self):
         return {"silu": self.F.silu}
 
@@ -515,6 +564,10 @@ class NumpyHost:
 
     def free(self, ptr):
         self.libc.free(ptr)
+
+    def refill(self, a, dtype, scale):
+        """New random values written into a's own memory."""
+        a.data[...] = self.make(self.shape(a), dtype, scale).data
 
     def env(self):
         np = self.np
@@ -589,8 +642,49 @@ def packed_weights(mod, variant, weights, backend, rt):
 # ------------------------------------------------------------ numerics
 
 
+def numerics_call(call, backend, rt, m, what):
+    """One call of a numerics check: (copies of the results, stats, result
+    addresses). The results are freed before it returns (graph memory
+    too: freeing it outside the graph is allowed)."""
+    backend.sync()
+    rt.clear()
+    rt.reset_stats()
+    r = call()
+    rt.sync()
+    rt.check(what)
+    stats = rt.stats()
+    owned = call.owned(r)
+    descs = call.func.results(r)
+    addrs = [address(d.aligned) for d in descs]
+    got = [backend.read(d, m["dtype"]) for d in descs]
+    free_all(backend, owned)
+    return got, stats, addrs
+
+
+def compare(backend, m, res, g, env, mrows, variant, stats):
+    """The row of one result `g` against its reference (`res`'s expression
+    evaluated in env)."""
+    rtol = RTOL[m["dtype"]]
+    want = [mrows if d < 0 else d for d in res["shape"]]
+    shape = backend.shape(g)
+    ref = eval(res["ref"], {"__builtins__": {}}, env)
+    row = {"module": m["name"], "variant": variant,
+           "dtype": m["dtype"], "M": mrows,
+           "result": res["name"], "expr": res["ref"],
+           "rtol": rtol, "gemm_calls": stats["gemm_calls"]}
+    if shape != want:
+        row.update(ok=False, error=f"shape {shape}, expected {want}")
+    else:
+        diff = backend.max_abs(backend.f64(g) - ref)
+        scale = max(backend.max_abs(ref), 1e-30)
+        rel = diff / scale
+        row.update(ok=bool(rel <= rtol), max_abs_err=diff,
+                   max_abs_ref=scale, rel_err=rel)
+    return row
+
+
 def check_numerics(bundle, backend, rt, only=None):
-    """Every module, both variants, at its check_m: (rows, failures)."""
+    """Every module, each variant, at its check_m: (rows, failures)."""
     rows, failures = [], []
     for m in bundle.modules:
         if only and not re.search(only, m["name"]):
@@ -610,9 +704,8 @@ def check_numerics(bundle, backend, rt, only=None):
             continue
         names = {a["name"]: w for a, w in zip(mod.weights, weights)}
         env_w = {k: backend.f64(v) for k, v in names.items()}
-        rtol = RTOL[m["dtype"]]
         gemm = {}
-        for variant in ("merged", "unfused"):
+        for variant in mod.variants:
             to_free = []
             try:
                 packed, to_free = packed_weights(mod, variant, weights,
@@ -625,50 +718,55 @@ def check_numerics(bundle, backend, rt, only=None):
                     args = xs if packed is not None else xs + weights
                     call = Call(mod.funcs[variant], args, backend,
                                 packed or ())
-                    backend.sync()
-                    rt.clear()
-                    rt.reset_stats()
-                    r = call()
-                    rt.sync()
-                    rt.check(f"{m['name']} ({variant}, M={mrows})")
-                    stats = rt.stats()
-                    gemm.setdefault(variant, stats["gemm_calls"])
-                    owned = call.owned(r)
-                    descs = mod.funcs[variant].results(r)
-                    got = [backend.read(d, m["dtype"]) for d in descs]
-                    free_all(backend, owned)
-                    env = dict(backend.env())
-                    env.update(env_w)
-                    env.update({a["name"]: backend.f64(x)
-                                for a, x in zip(mod.inputs, xs)})
-                    for res, g in zip(m["results"], got):
-                        want = [mrows if d < 0 else d for d in res["shape"]]
-                        shape = backend.shape(g)
-                        ref = eval(res["ref"], {"__builtins__": {}}, env)
-                        row = {"module": m["name"], "variant": variant,
-                               "dtype": m["dtype"], "M": mrows,
-                               "result": res["name"], "expr": res["ref"],
-                               "rtol": rtol, "gemm_calls":
-                               stats["gemm_calls"]}
-                        if shape != want:
-                            row.update(ok=False, error=f"shape {shape}, "
-                                       f"expected {want}")
-                        else:
-                            diff = backend.max_abs(backend.f64(g) - ref)
-                            scale = max(backend.max_abs(ref), 1e-30)
-                            rel = diff / scale
-                            row.update(ok=bool(rel <= rtol),
-                                       max_abs_err=diff, max_abs_ref=scale,
-                                       rel_err=rel)
-                        rows.append(row)
-                        if not row["ok"]:
-                            msg = (f"{m['name']} {variant} M={mrows} "
-                                   f"{res['name']}: " +
-                                   (row.get("error") or
-                                    "rel err %.3g > %.0e" % (row["rel_err"],
-                                                             rtol)))
-                            failures.append(msg)
-                            log("FAIL " + msg)
+                    # The graph variant twice: its first call captures the
+                    # graph (and launches it); the second, with new data
+                    # written into the same buffers (same addresses and
+                    # shapes: the same graph key), replays it. A replay that
+                    # ignored its inputs would still pass the first check.
+                    phases = ("capture", "replay") if variant == "graph" \
+                        else (None,)
+                    addrs = None
+                    for phase in phases:
+                        if phase == "replay":
+                            for a, x in zip(mod.inputs, xs):
+                                backend.refill(x, m["dtype"], a["scale"])
+                        what = variant + (f" {phase}" if phase else "")
+                        got, stats, res_addrs = numerics_call(
+                            call, backend, rt, m, f"{m['name']} ({what}, "
+                            f"M={mrows})")
+                        gemm.setdefault("graph_replay" if phase == "replay"
+                                        else variant, stats["gemm_calls"])
+                        # A replay hands out the capture's graph memory
+                        # again; other addresses mean it captured anew (the
+                        # key changed), which this check meant to avoid.
+                        same = res_addrs == addrs if phase == "replay" \
+                            else None
+                        if same is False:
+                            log(f"WARNING {m['name']} graph M={mrows}: the "
+                                "second call's results are not at the "
+                                "first's addresses (captured again?)")
+                        addrs = res_addrs
+                        env = dict(backend.env())
+                        env.update(env_w)
+                        # After a refill: the reference of the new inputs.
+                        env.update({a["name"]: backend.f64(x)
+                                    for a, x in zip(mod.inputs, xs)})
+                        for res, g in zip(m["results"], got):
+                            row = compare(backend, m, res, g, env, mrows,
+                                          variant, stats)
+                            if phase:
+                                row["call"] = phase
+                            if same is not None:
+                                row["same_addresses"] = same
+                            rows.append(row)
+                            if not row["ok"]:
+                                msg = (f"{m['name']} {what} M={mrows} "
+                                       f"{res['name']}: " +
+                                       (row.get("error") or
+                                        "rel err %.3g > %.0e" % (
+                                            row["rel_err"], row["rtol"])))
+                                failures.append(msg)
+                                log("FAIL " + msg)
             except Exception as e:  # noqa: BLE001 - reported, then on
                 if not isinstance(e, (LinfuseError, CheckError)):
                     traceback.print_exc()
@@ -683,7 +781,12 @@ def check_numerics(bundle, backend, rt, only=None):
                     free_all(backend, to_free)
                 except LinfuseError as e:
                     failures.append(f"{m['name']} {variant}: {e}")
-        # GEMM calls: merged < unfused, and as counted on the CPU target.
+        if "graph" in mod.variants:
+            # The module's graphs (up to 16 per function) and their memory
+            # are not needed any more.
+            rt.drop_graphs()
+        # GEMM calls: merged < unfused, and as counted on the CPU target;
+        # a graph (capture and replay) launches what merged calls.
         exp = m.get("expected_gemm_calls")
         g_ok = ("merged" in gemm and "unfused" in gemm and
                 gemm["merged"] < gemm["unfused"])
@@ -692,21 +795,35 @@ def check_numerics(bundle, backend, rt, only=None):
                              gemm.get("unfused") != exp["unfused"]):
             note = (f" (cpu target: {exp['merged']} vs {exp['unfused']}: "
                     "WARNING, differs)")
-        rows.append({"module": m["name"], "check": "gemm_calls",
-                     "merged": gemm.get("merged"),
-                     "unfused": gemm.get("unfused"),
-                     "expected": exp, "ok": g_ok})
+        grow = {"module": m["name"], "check": "gemm_calls",
+                "merged": gemm.get("merged"),
+                "unfused": gemm.get("unfused"),
+                "expected": exp, "ok": g_ok}
         if not g_ok:
             failures.append(f"{m['name']}: gemm_calls merged "
                             f"{gemm.get('merged')} not < unfused "
                             f"{gemm.get('unfused')}")
+        if "graph" in mod.variants:
+            grow.update(graph=gemm.get("graph"),
+                        graph_replay=gemm.get("graph_replay"))
+            if gemm.get("graph") != gemm.get("merged") or \
+                    gemm.get("graph_replay") != gemm.get("merged"):
+                grow["ok"] = g_ok = False
+                failures.append(f"{m['name']}: gemm_calls graph "
+                                f"{gemm.get('graph')} (replay "
+                                f"{gemm.get('graph_replay')}) != merged "
+                                f"{gemm.get('merged')}")
+        rows.append(grow)
         errs = [r["rel_err"] for r in rows if r.get("module") == m["name"]
                 and "rel_err" in r]
-        log("%-4s %-18s gemm_calls %s -> %s%s, max rel err %s" % (
+        log("%-4s %-18s gemm_calls %s -> %s%s%s, max rel err %s" % (
             "ok" if g_ok and not any(f.startswith(m["name"] + " ") or
                                      f.startswith(m["name"] + ":")
                                      for f in failures) else "FAIL",
-            m["name"], gemm.get("unfused"), gemm.get("merged"), note,
+            m["name"], gemm.get("unfused"), gemm.get("merged"),
+            " (graph %s, replay %s)" % (gemm.get("graph"),
+                                        gemm.get("graph_replay"))
+            if "graph" in mod.variants else "", note,
             "%.2g" % max(errs) if errs else "-"))
     return rows, failures
 
@@ -758,7 +875,13 @@ def bench_module(bundle, m, backend, rt, timer, args, budget, state):
     dt = m["dtype"]
     weights = [backend.make(a["shape"], dt, a["scale"]) for a in mod.weights]
     W = {a["name"]: w for a, w in zip(mod.weights, weights)}
-    packed, packed_free = packed_weights(mod, "merged", weights, backend, rt)
+    # Merged and graph each pack with their own library's __pack (a graph
+    # library's is not captured: it runs once, like merged's).
+    packs, packed_free = {}, []
+    for v in mod.variants:
+        if v != "unfused":
+            packs[v], f = packed_weights(mod, v, weights, backend, rt)
+            packed_free += f
     kind = m["kind"]
     if kind == "qkv":
         ns = m["N"]
@@ -807,12 +930,16 @@ def bench_module(bundle, m, backend, rt, timer, args, budget, state):
                "hidden": m["hidden"], "label": m["label"], "M": mrows,
                "N": m["N"], "K": k, "flops": flops,
                "weight_bytes": m["weight_bytes"], "variants": {}}
-        calls = {}
-        for variant in ("unfused", "merged"):
-            call = Call(mod.funcs[variant], [x] + ([] if variant == "merged"
-                                                   else weights),
-                        backend, packed if variant == "merged" else ())
-            calls[variant] = call
+        # graph: the same x (and packed weights) at every call, hence the
+        # same graph key: the untimed first call below captures, every
+        # later one replays. Its results are freed after each call like the
+        # others' (graph memory: optional, its next launch would free them).
+        for variant in [v for v in ("unfused", "merged", "graph")
+                        if v in mod.variants]:
+            pk = packs.get(variant)
+            call = Call(mod.funcs[variant],
+                        [x] + (weights if pk is None else []), backend,
+                        pk or ())
 
             def step(call=call, variant=variant):
                 r = call()
@@ -885,6 +1012,11 @@ def bench_module(bundle, m, backend, rt, timer, args, budget, state):
         if us("torch_concat") and us("linfuse_merged"):
             row["merged_vs_torch_concat"] = us("torch_concat") / \
                 us("linfuse_merged")
+        if us("linfuse_unfused") and us("linfuse_graph"):
+            row["graph_speedup"] = us("linfuse_unfused") / us("linfuse_graph")
+        if us("torch_concat") and us("linfuse_graph"):
+            row["graph_vs_torch_concat"] = us("torch_concat") / \
+                us("linfuse_graph")
         if us("torch_separate") and us("torch_concat"):
             row["torch_speedup"] = us("torch_separate") / us("torch_concat")
         # cuMemAlloc + cuMemFree of the merged outputs (part of each call).
@@ -896,7 +1028,9 @@ def bench_module(bundle, m, backend, rt, timer, args, budget, state):
             "%s %s" % (n.replace("linfuse_", "lf_").replace("torch_", "t_"),
                        "%.1f" % V[n]["us"] if "us" in V.get(n, {}) else "-")
             for n in VARIANTS)) +
-            ("  speedup %.2f" % row["speedup"] if "speedup" in row else ""))
+            ("  speedup %.2f" % row["speedup"] if "speedup" in row else "") +
+            ("  graph %.2f" % row["graph_speedup"]
+             if "graph_speedup" in row else ""))
     free_all(backend, packed_free)
     if compiled is not None:
         try:  # drop the compiled graphs (they hold the weights)
@@ -1093,7 +1227,7 @@ def dry_run(bundle, args):
         checked["symbols"] += 1
     headers = []
     for m in bundle.modules:
-        for v in ("merged", "unfused"):
+        for v in bundle.variants:
             lib_path, h_path = bundle.lib(m["name"], v), bundle.header(
                 m["name"], v)
             try:
@@ -1108,7 +1242,7 @@ def dry_run(bundle, args):
             expect = [m["fn"]]
             if m["fn"] + "__pack" in funcs:
                 expect.append(m["fn"] + "__pack")
-            elif v == "merged" and any(a["weight"] for a in m["args"]):
+            elif v != "unfused" and any(a["weight"] for a in m["args"]):
                 problem(f"{os.path.basename(h_path)}: no {m['fn']}__pack")
             for fn in funcs:
                 if fn not in expect:
@@ -1218,33 +1352,41 @@ def dry_run(bundle, args):
 
 
 def no_device_call(bundle, rt, problem):
-    """Calls the smallest merged module's __pack on host memory: without a
-    device it must return with LINFUSE_ERROR_NO_DEVICE recorded."""
+    """Calls the smallest merged module's __pack on host memory, and (graph
+    variant) its graph function, whose entry starts a capture: without a
+    device each must return with LINFUSE_ERROR_NO_DEVICE recorded."""
     m = min(bundle.modules, key=lambda m: m["weight_bytes"])
     mod = Module(bundle, m)
-    pack = mod.packs["merged"]
-    if pack is None:
-        return
-    keep, descs = [], []
-    for i, a in enumerate(mod.weights):
-        n = 1
-        for d in a["shape"]:
-            n *= d
-        buf = (ctypes.c_uint8 * (n * ELEM_BYTES[m["dtype"]]))()
-        keep.append(buf)
-        st = [1] * len(a["shape"])
-        for k in range(len(a["shape"]) - 2, -1, -1):
-            st[k] = st[k + 1] * a["shape"][k + 1]
-        descs.append(pack.descriptor(i, ctypes.addressof(buf), a["shape"], st))
-    rt.clear()
-    r = pack.result_t()
-    pack.c(ctypes.byref(r), *[ctypes.byref(d) for d in descs])
-    err = rt.error()
-    rt.clear()
-    if not err or err[0] != 4:
-        problem(f"{pack.name} without a device: {err}, expected status 4")
-    else:
-        log(f"dry-run: {pack.name} without a device: status 4 ({err[1]})")
+    calls = []
+    if mod.packs["merged"] is not None:
+        calls.append(mod.packs["merged"])
+    if "graph" in mod.variants:
+        calls.append(mod.funcs["graph"])
+    for func in calls:
+        keep, descs = [], []
+        # The header's argument shapes, M = 1.
+        for i, (shape, _) in enumerate(func.info["sig_args"]):
+            shape = [1 if d < 0 else d for d in shape]
+            n = 1
+            for d in shape:
+                n *= d
+            buf = (ctypes.c_uint8 * (n * ELEM_BYTES[m["dtype"]]))()
+            keep.append(buf)
+            st = [1] * len(shape)
+            for k in range(len(shape) - 2, -1, -1):
+                st[k] = st[k + 1] * shape[k + 1]
+            descs.append(func.descriptor(i, ctypes.addressof(buf), shape, st))
+        rt.clear()
+        r = func.result_t()
+        func.c(ctypes.byref(r), *[ctypes.byref(d) for d in descs])
+        err = rt.error()
+        rt.clear()
+        what = func.name + (" (graph)" if func is mod.funcs.get("graph")
+                            else "")
+        if not err or err[0] != 4:
+            problem(f"{what} without a device: {err}, expected status 4")
+        else:
+            log(f"dry-run: {what} without a device: status 4 ({err[1]})")
 
 
 # ------------------------------------------------------------ report
@@ -1280,9 +1422,12 @@ def markdown(report):
         out += [f"## Numerics: {'OK' if not num['failures'] else 'FAIL'}", "",
                 "max |got − ref| / max |ref| against a float64 reference "
                 "(PyTorch; numpy for host bundles), worst over M and "
-                "results; GEMM calls of one call.", "",
+                "results (graph: its capture and its replay with new "
+                "inputs); GEMM calls of one call (graph: capture, replay).",
+                "",
                 "| module | dtype | tol | merged err | unfused err | "
-                "GEMM calls unfused → merged | ok |", "|---|---|---|---|---|---|---|"]
+                "graph err | GEMM calls unfused → merged | graph GEMM calls "
+                "| ok |", "|---|---|---|---|---|---|---|---|---|"]
         for g in gem:
             name = g["module"]
             mine = [r for r in rows if r["module"] == name]
@@ -1290,12 +1435,19 @@ def markdown(report):
             def worst(v):
                 e = [r["rel_err"] for r in mine if r["variant"] == v and
                      "rel_err" in r]
-                return "%.2g" % max(e) if e else "error"
+                if e:
+                    return "%.2g" % max(e)
+                # No graph variant in this bundle: no rows at all.
+                return "error" if any(r["variant"] == v for r in mine) \
+                    else "–"
             ok = g["ok"] and all(r.get("ok") for r in mine)
             dt = mine[0]["dtype"] if mine else ""
+            graph = f"{g['graph']}, {g.get('graph_replay')}" \
+                if "graph" in g else "–"
             out.append(f"| {name} | {dt} | {RTOL.get(dt, '')} | "
                        f"{worst('merged')} | {worst('unfused')} | "
-                       f"{g['unfused']} → {g['merged']} | "
+                       f"{worst('graph')} | "
+                       f"{g['unfused']} → {g['merged']} | {graph} | "
                        f"{'ok' if ok else '**FAIL**'} |")
         if num["failures"]:
             out += ["", "Failures:", ""] + [f"- {f}" for f in num["failures"]]
@@ -1307,16 +1459,19 @@ def markdown(report):
     if rows:
         out += ["## Benchmark", "",
                 "Median of CUDA-event timings (µs) per call. speedup = "
-                "linfuse unfused / merged; vs cat = PyTorch concatenated "
+                "linfuse unfused / merged; lf graph = merged in a CUDA graph "
+                "(--cuda-graph: replays, same x every call); graph speedup "
+                "= unfused / graph; vs cat = PyTorch concatenated "
                 "Linear / linfuse merged (> 1: linfuse faster); HBM = weight "
                 "bytes / time / 4.8 TB/s at M ≤ 16. A linfuse call includes "
                 "cuMemAlloc of its results (alloc column: one alloc + free "
                 "of the merged outputs); the frees are outside the timing.",
                 "",
                 "| shape | dtype | M | lf unfused | lf merged | speedup | "
+                "lf graph | graph speedup | "
                 "torch sep | torch cat | torch.compile | vs cat | merged "
                 "TFLOP/s | merged HBM | alloc µs |",
-                "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                "|" + "---|" * 15]
         for r in rows:
             V = r["variants"]
 
@@ -1329,6 +1484,9 @@ def markdown(report):
                 f"| {r['label']} | {r['dtype']} | {r['M']} | "
                 f"{u('linfuse_unfused')} | {u('linfuse_merged')} | "
                 f"{'%.2f' % r['speedup'] if 'speedup' in r else '–'} | "
+                f"{u('linfuse_graph')} | "
+                f"{'%.2f' % r['graph_speedup'] if 'graph_speedup' in r else '–'}"
+                " | "
                 f"{u('torch_separate')} | {u('torch_concat')} | "
                 f"{u('torch_compile')} | "
                 f"{'%.2f' % r['merged_vs_torch_concat'] if 'merged_vs_torch_concat' in r else '–'} | "
@@ -1363,7 +1521,8 @@ def plot(report, path):
             ax = axes[i][j]
             sel = [r for r in rows if r["kind"] == kind and r["dtype"] == dt]
             for c, h in enumerate(sorted({r["hidden"] for r in sel})):
-                pts = sorted((r["M"], r["speedup"], r.get("torch_speedup"))
+                pts = sorted((r["M"], r["speedup"], r.get("torch_speedup"),
+                              r.get("graph_speedup"))
                              for r in sel if r["hidden"] == h)
                 color = "C%d" % c
                 lab = next(r["label"] for r in sel if r["hidden"] == h)
@@ -1374,18 +1533,26 @@ def plot(report, path):
                     ax.plot([p[0] for p in tp], [p[1] for p in tp],
                             marker="x", linestyle="--", alpha=0.6,
                             color=color, label=f"PyTorch {lab}")
+                gp = [(p[0], p[3]) for p in pts if p[3]]
+                if gp:
+                    ax.plot([p[0] for p in gp], [p[1] for p in gp],
+                            marker="s", markersize=4, linestyle=":",
+                            color=color, label=f"linfuse graph {lab}")
             ax.axhline(1.0, color="black", linewidth=0.8)
             ax.set_xscale("log", base=2)
             ax.set_xticks(ms)
             ax.set_xticklabels([str(m) for m in ms])
             ax.set_title(f"{'Q/K/V + bias' if kind == 'qkv' else 'gate/up + SiLU·mul'}, {dt}")
             ax.set_xlabel("M (rows of x)")
-            ax.set_ylabel("unfused / merged time")
+            ax.set_ylabel("speedup (time ratio)")
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize=7, loc="best")
     mach = report["machine"]
-    fig.suptitle("solid: linfuse unfused / merged time\ndashed: PyTorch "
-                 "separate / concatenated Linear\n"
+    graph = any("graph_speedup" in r for r in rows)
+    fig.suptitle("solid: linfuse unfused / merged time\n" +
+                 ("dotted: linfuse unfused / graph (merged + CUDA graph) "
+                  "time\n" if graph else "") +
+                 "dashed: PyTorch separate / concatenated Linear\n"
                  f"{mach.get('gpu', '')}, {report['date']}", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -1461,7 +1628,7 @@ def main():
     bundle = Bundle(args.bundle)
     report = {"date": time.strftime("%Y-%m-%d %H:%M:%S"),
               "bundle": bundle.path, "target": bundle.target,
-              "argv": sys.argv[1:], "machine": {}}
+              "variants": bundle.variants, "argv": sys.argv[1:], "machine": {}}
     rc = 0
 
     if args.dry_run:
@@ -1530,7 +1697,8 @@ def main():
         backend = TorchCuda(rt)
     else:
         backend = NumpyHost(rt)
-    log(f"backend {backend.name}; {len(bundle.modules)} modules")
+    log(f"backend {backend.name}; {len(bundle.modules)} modules x "
+        f"{len(bundle.variants)} ({', '.join(bundle.variants)})")
 
     def write():
         with open(os.path.join(args.out, "gpu_check.json"), "w") as f:
@@ -1573,6 +1741,8 @@ def main():
                 state["errors"].append(f"{m['name']}: {type(e).__name__}: "
                                        f"{str(e)[:300]}")
                 log(f"FAIL {m['name']}: {type(e).__name__}: {str(e)[:200]}")
+            # This module's function graphs (also after a failure).
+            rt.drop_graphs()
             torch.cuda.empty_cache()
             write()
         report["bench"]["errors"] = state["errors"]
@@ -1603,10 +1773,13 @@ def main():
         b = report["bench"]
         done = [r for r in b["rows"] if "variants" in r]
         sp = [r["speedup"] for r in done if "speedup" in r]
-        summary.append("benchmark %d shapes, %d skipped, %d errors%s" % (
+        gsp = [r["graph_speedup"] for r in done if "graph_speedup" in r]
+        summary.append("benchmark %d shapes, %d skipped, %d errors%s%s" % (
             len(done), len(b["rows"]) - len(done), len(b["errors"]),
             ", merged/unfused speedup %.2f-%.2f (median %.2f)" % (
-                min(sp), max(sp), statistics.median(sp)) if sp else ""))
+                min(sp), max(sp), statistics.median(sp)) if sp else "",
+            ", graph/unfused %.2f-%.2f (median %.2f)" % (
+                min(gsp), max(gsp), statistics.median(gsp)) if gsp else ""))
     log("SUMMARY: " + "; ".join(summary) + "; %s in %.0f s -> %s" % (
         "OK" if rc == 0 else "FAILED", report["seconds"], args.out))
     sys.stdout.flush()

@@ -8,9 +8,10 @@
 #
 # 1. nvidia-smi: the GPU, driver and CUDA versions;
 # 2. the *Device* gtests of the runtime (gpu-bundle/bin/LinfuseCudaRuntimeTests);
-# 3. bench/gpu_check.py: numerics of every compiled module (merged and
-#    unfused) against PyTorch in float64, GEMM counts, then the benchmark
-#    (linfuse unfused/merged vs PyTorch eager and torch.compile);
+# 3. bench/gpu_check.py: numerics of every compiled module (merged, unfused,
+#    and graph: merged with --cuda-graph, captured then replayed) against
+#    PyTorch in float64, GEMM counts, then the benchmark (linfuse
+#    unfused/merged/graph vs PyTorch eager and torch.compile);
 # 4. a summary. Writes $OUT/gpu_check.{json,md,png}, $OUT/device_tests.log.
 #
 # Exits non-zero on any numerics, GEMM-count or device-test failure. Takes

@@ -9,10 +9,12 @@
 #                  manifest: shapes, reference expressions, expected GEMM
 #                  calls), from bench/gpu_modules.py
 #   DIR/lib/       lib<name>.so + .h compiled with linfuse-compile
-#                  --target=cuda (merged) and lib<name>_unfused.so + .h
-#                  (--no-optimize), liblinfuse_runtime.so and the non-system
-#                  shared libraries it needs (OpenBLAS, libgfortran,
-#                  libquadmath: Debian's, maybe absent there)
+#                  --target=cuda (merged), lib<name>_unfused.so + .h
+#                  (--no-optimize) and lib<name>_graph.so + .h (merged,
+#                  --cuda-graph: captured into a CUDA graph on the first call
+#                  with given arguments, replayed after), liblinfuse_runtime.so
+#                  and the non-system shared libraries it needs (OpenBLAS,
+#                  libgfortran, libquadmath: Debian's, maybe absent there)
 #   DIR/lib/compat/  this machine's libstdc++/libgcc_s, used only if the GPU
 #                  machine's are older than the binaries need
 #   DIR/bin/       LinfuseCudaRuntimeTests (the *Device* gtests), if built
@@ -22,9 +24,10 @@
 #
 # --quick: only the numerics modules and the hidden-768 f32 Q/K/V benchmark
 # module (for test/Tools/gpu-bundle.test). --target=cpu compiles for the
-# host instead (CBLAS): bench/gpu_check.py then runs the numerics with numpy,
-# a self-test of its calling code without a GPU. Fails if the bundle exceeds
-# 64 MiB (the device tool's limit on carried files).
+# host instead (CBLAS), merged and unfused only (CUDA graphs need the cuda
+# target): bench/gpu_check.py then runs the numerics with numpy, a self-test
+# of its calling code without a GPU. Fails if the bundle exceeds 64 MiB (the
+# device tool's limit on carried files).
 set -euo pipefail
 
 SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -83,24 +86,32 @@ echo "gpu-prepare: generating modules${QUICK:+ (quick)}"
 "$PYTHON" "$SRC/bench/gpu_modules.py" "$OUT/modules" $QUICK > "$OUT/modules/list.txt"
 NMOD=$(wc -l < "$OUT/modules/list.txt")
 
-echo "gpu-prepare: compiling $NMOD modules x 2 (merged, unfused) for $TARGET, $JOBS jobs"
+# The graph variant only for cuda: linfuse-compile rejects --cuda-graph
+# with --target=cpu.
+VARIANTS="merged unfused"
+[ "$TARGET" = cuda ] && VARIANTS="$VARIANTS graph"
+NVAR=$(echo $VARIANTS | wc -w)
+echo "gpu-prepare: compiling $NMOD modules x $NVAR ($(echo $VARIANTS | sed 's/ /, /g')) for $TARGET, $JOBS jobs"
 export COMPILE OUT TARGET
 # One job per (module, variant); a failure stops the script with its log.
 compile_one() {
-  local name="$1" variant="$2" log
-  if [ "$variant" = merged ]; then
-    log="$OUT/modules/$name.log"
-    "$COMPILE" "$OUT/modules/$name.mlir" --target="$TARGET" \
-      -o "$OUT/lib/lib$name.so" > "$log" 2>&1 || { cat "$log" >&2; return 1; }
-  else
-    log="$OUT/modules/${name}_unfused.log"
-    "$COMPILE" "$OUT/modules/$name.mlir" --target="$TARGET" --no-optimize \
-      -o "$OUT/lib/lib${name}_unfused.so" > "$log" 2>&1 || { cat "$log" >&2; return 1; }
-  fi
+  local name="$1" variant="$2" suffix log
+  local -a flags
+  case "$variant" in
+    merged) suffix="" flags=() ;;
+    unfused) suffix=_unfused flags=(--no-optimize) ;;
+    graph) suffix=_graph flags=(--cuda-graph) ;;  # merged, in a CUDA graph
+    *) echo "gpu-prepare: unknown variant $variant" >&2; return 1 ;;
+  esac
+  log="$OUT/modules/$name$suffix.log"
+  "$COMPILE" "$OUT/modules/$name.mlir" --target="$TARGET" "${flags[@]}" \
+    -o "$OUT/lib/lib$name$suffix.so" > "$log" 2>&1 || { cat "$log" >&2; return 1; }
   rm -f "$log"
 }
 export -f compile_one
-sed 's/$/ merged/; p; s/ merged$/ unfused/' "$OUT/modules/list.txt" |
+while read -r name; do
+  for v in $VARIANTS; do echo "$name $v"; done
+done < "$OUT/modules/list.txt" |
   xargs -P "$JOBS" -n 2 bash -c 'compile_one "$0" "$1"'
 T_COMPILE=$(date +%s.%N)
 
@@ -172,7 +183,11 @@ total=0
   fi
   echo "# source: $rev"
   echo "# linfuse-compile: $COMPILE"
-  echo "# modules: $NMOD (x2: merged and _unfused), target $TARGET"
+  if [ "$TARGET" = cuda ]; then
+    echo "# modules: $NMOD (x3: merged, _unfused and _graph), target $TARGET"
+  else
+    echo "# modules: $NMOD (x2: merged and _unfused), target $TARGET"
+  fi
   echo "# size_bytes path"
 } > "$OUT/MANIFEST"
 while IFS= read -r f; do
