@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <vector>
 
 namespace {
@@ -83,9 +84,12 @@ int main() {
   std::printf("gemm_calls: %lld\n", (long long)stats.gemm_calls);
   double err = std::fmax(eq, std::fmax(ek, ev));
   std::printf("max abs error vs loop: %.3g\n", err);
-  for (void *p : {(void *)qkv.r0.allocated, (void *)qkv.r1.allocated,
-                  (void *)qkv.r2.allocated, (void *)packed.r0.allocated,
-                  (void *)packed.r1.allocated})
+  // q, k and v are views of the one merged GEMM result (maxError reads
+  // them through their strides): each distinct allocation is freed once.
+  std::set<void *> allocations = {qkv.r0.allocated, qkv.r1.allocated,
+                                  qkv.r2.allocated, packed.r0.allocated,
+                                  packed.r1.allocated};
+  for (void *p : allocations)
     std::free(p);
   bool ok = err < 1e-4;
   std::printf("%s\n", ok ? "OK" : "MISMATCH");

@@ -31,17 +31,6 @@ using namespace mlir;
 static constexpr StringLiteral kBegin = "linfuse_cuda_function_begin";
 static constexpr StringLiteral kEnd = "linfuse_cuda_function_end";
 
-/// Functions named by another function's `linfuse.pack_function` (the
-/// one-time weight packing of --linfuse-lift-weight-packing).
-static DenseSet<StringAttr> packFunctions(ModuleOp module) {
-  DenseSet<StringAttr> names;
-  for (auto fn : module.getOps<func::FuncOp>())
-    if (auto ref =
-            fn->getAttrOfType<FlatSymbolRefAttr>("linfuse.pack_function"))
-      names.insert(ref.getAttr());
-  return names;
-}
-
 /// Appends the i64 words that identify `arg` in a graph: a memref's aligned
 /// address, offset, sizes and strides; a scalar's bits.
 static LogicalResult appendKeyWords(OpBuilder &b, Location loc,
@@ -86,7 +75,7 @@ namespace {
 struct CudaGraphPass : public linfuse::impl::CudaGraphPassBase<CudaGraphPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    DenseSet<StringAttr> packs = packFunctions(module);
+    DenseSet<StringAttr> packs = linfuse::getWeightPackingFunctions(module);
     SmallVector<func::FuncOp> functions;
     for (auto fn : module.getOps<func::FuncOp>())
       if (fn.isPublic() && !fn.isExternal() &&

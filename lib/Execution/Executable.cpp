@@ -444,6 +444,46 @@ struct Descriptor {
 };
 } // namespace
 
+/// The [first, last] element addresses `a` touches.
+static std::pair<const char *, const char *> byteSpan(const ResultArray &a,
+                                                      int64_t elementSize) {
+  const char *first = static_cast<const char *>(a.data), *last = first;
+  for (auto [size, stride] : llvm::zip_equal(a.shape, a.strides)) {
+    if (size == 0)
+      return {first, first - 1}; // Empty: touches nothing.
+    (stride < 0 ? first : last) += (size - 1) * stride * elementSize;
+  }
+  return {first, last + elementSize - 1};
+}
+
+/// Whether two results share no element: their spans are apart, or they
+/// are column blocks of the same rows (slices of one merged GEMM result:
+/// equal row strides, unit column stride, disjoint column ranges).
+static bool disjoint(const ResultArray &a, const ResultArray &b,
+                     int64_t elementSize) {
+  auto [aFirst, aLast] = byteSpan(a, elementSize);
+  auto [bFirst, bLast] = byteSpan(b, elementSize);
+  if (aLast < aFirst || bLast < bFirst || aLast < bFirst || bLast < aFirst)
+    return true;
+  size_t rank = a.shape.size();
+  if (rank < 2 || b.shape.size() != rank || a.strides != b.strides ||
+      a.strides[rank - 1] != 1)
+    return false;
+  // Every outer stride a whole number of rows: then an element's column
+  // within a row is fixed by its column index alone.
+  for (size_t d = 0; d + 1 < rank; ++d)
+    if (a.strides[d] <= 0 || a.strides[d] % a.strides[rank - 2] != 0)
+      return false;
+  int64_t row = a.strides[rank - 2] * elementSize;
+  int64_t aWidth = a.shape[rank - 1] * elementSize,
+          bWidth = b.shape[rank - 1] * elementSize;
+  // Column offsets of the two within a row; the blocks must not wrap.
+  int64_t distance =
+      static_cast<const char *>(b.data) - static_cast<const char *>(a.data);
+  int64_t bColumn = ((distance % row) + row) % row;
+  return aWidth <= bColumn && bColumn + bWidth <= row;
+}
+
 /// Copies the (possibly strided) memref described at `words` into a packed
 /// row-major array.
 static HostArray readResult(const int64_t *words, const TensorSignature &type,
@@ -629,23 +669,37 @@ Executable::invoke(llvm::ArrayRef<ArrayView> in) {
   }
 
   std::vector<ResultArray> out;
+  // The results handed out in place so far, by allocation.
+  llvm::DenseMap<void *, SmallVector<size_t, 4>> inPlace;
   llvm::Error err =
       callEntry(activations, weights, [&](MutableArrayRef<RawResult> results) {
         for (RawResult &r : results) {
           ResultArray a;
           a.type = r.type->type;
           size_t rank = r.type->shape.size();
-          // Each buffer the code allocated is handed out in place once, to
-          // the result that owns it; another result in it (a value returned
-          // twice) gets a copy, so results never share memory.
-          if (targetKind == Target::CPU && r.ours) {
-            void *allocation = reinterpret_cast<void *>(r.words[0]);
-            a.shape.assign(r.words + 3, r.words + 3 + rank);
-            a.strides.assign(r.words + 3 + rank, r.words + 3 + 2 * rank);
-            a.data = reinterpret_cast<char *>(r.words[1]) +
-                     r.words[2] * byteSize(a.type);
-            a.owner = std::shared_ptr<void>(allocation, std::free);
-            r.taken = true;
+          a.shape.assign(r.words + 3, r.words + 3 + rank);
+          a.strides.assign(r.words + 3 + rank, r.words + 3 + 2 * rank);
+          a.data = reinterpret_cast<char *>(r.words[1]) +
+                   r.words[2] * byteSize(a.type);
+          // Each buffer the code allocated is handed out in place: results
+          // in one buffer (the q, k and v views of a merged GEMM) share its
+          // owner. A result that overlaps another one (a value returned
+          // twice) gets a copy, so that writing into one result never
+          // changes another.
+          void *allocation = reinterpret_cast<void *>(r.words[0]);
+          auto earlier = inPlace.find(allocation);
+          bool sharesOwner = targetKind == Target::CPU && !r.ours &&
+                             earlier != inPlace.end() &&
+                             llvm::all_of(earlier->second, [&](size_t j) {
+                               return disjoint(a, out[j], byteSize(a.type));
+                             });
+          if (targetKind == Target::CPU && (r.ours || sharesOwner)) {
+            if (r.ours)
+              a.owner = std::shared_ptr<void>(allocation, std::free);
+            else
+              a.owner = out[earlier->second.front()].owner;
+            r.taken |= r.ours;
+            inPlace[allocation].push_back(out.size());
           } else {
             // Device memory, memory the caller owns, or a buffer another
             // result has: a copy.

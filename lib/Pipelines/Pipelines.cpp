@@ -46,13 +46,18 @@ static void addBufferization(OpPassManager &pm) {
   pm.addPass(createReadOnlyArgumentsPass());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
-  // Callers (linfuse-run, linfuse-compile's C API) get contiguous results
-  // they own; views of merged results inside a function stay views.
+  // Arguments are contiguous (callers pass packed arrays); views of merged
+  // results inside a function stay views, and --linfuse-return-views below
+  // keeps the returned ones views too.
   bufferize.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
   bufferization::buildBufferDeallocationPipeline(pm);
   pm.addPass(createConvertBufferizationToMemRefPass());
+  // Results that are slices of one buffer (a merged GEMM's q, k, v) are
+  // returned as views of it, not copied (the calling convention allows
+  // strided and shared results).
+  pm.addPass(createReturnViewsPass());
 }
 
 /// Raise GEMMs (with the target's epilogues), bufferize, and turn the GEMMs

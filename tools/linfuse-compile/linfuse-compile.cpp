@@ -187,13 +187,20 @@ static void writeHeader(llvm::raw_ostream &os, ArrayRef<CFunction> fns,
                " * mgpuMemcpy of liblinfuse_runtime, or any CUDA allocation).\n"
                " * A call returns with its results computed.\n"
              : "")
+     << " * A result is a buffer the call allocated, or a strided view of\n"
+        " * one: read it through its sizes and strides (the slices of a\n"
+        " * merged GEMM's output are returned in place), and several\n"
+        " * results may share one allocation (the same `allocated`).\n"
      << (!cudaGraph
-             ? " * Each result is a fresh row-major buffer the caller owns:\n"
-             : " * Each result is a row-major buffer in the memory of the\n"
-               " * function's CUDA graph, captured on the first call with\n"
-               " * given argument buffers and shapes and replayed on later\n"
-               " * ones: valid until the next call with the same arguments,\n"
-               " * which reuses it. Copy it out, or optionally:\n")
+             ? " * The caller owns the allocations: free each distinct one\n"
+               " * once with\n"
+             : " * The allocations are in the memory of the function's CUDA\n"
+               " * graph, captured on the first call with given argument\n"
+               " * buffers and shapes and replayed on later ones: valid until\n"
+               " * the next call with the same arguments, whose launch frees\n"
+               " * what is left of them. Copy them out, and free each\n"
+               " * distinct one once when done (one left allocated when the\n"
+               " * graph is dropped stays allocated) with\n")
      << (target == "cuda" ? " * mgpuMemFree(result.allocated, NULL).\n"
                           : " * free(result.allocated).\n")
      << " *\n"

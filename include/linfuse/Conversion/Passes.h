@@ -4,7 +4,9 @@
 #ifndef LINFUSE_CONVERSION_PASSES_H
 #define LINFUSE_CONVERSION_PASSES_H
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "llvm/ADT/DenseSet.h"
 
 namespace mlir {
 class RewritePatternSet;
@@ -23,6 +25,12 @@ void populateDynamicExpandShapePatterns(RewritePatternSet &patterns);
 /// ("cpu" or "cuda"): `linfuse_<target>_gemm_<ab>_<c>`.
 std::string getGemmRuntimeFunctionName(StringRef target, Type abElementType,
                                        Type cElementType);
+
+/// The weight-packing functions of `module`: those another function names in
+/// its `linfuse.pack_function` attribute (--linfuse-lift-weight-packing).
+/// They run once and their results are passed back as arguments, so the
+/// calling-convention passes leave them alone.
+llvm::DenseSet<StringAttr> getWeightPackingFunctions(ModuleOp module);
 
 } // namespace linfuse
 } // namespace mlir

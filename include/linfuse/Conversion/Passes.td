@@ -211,4 +211,46 @@ def StreamOrderedGemmsPass : Pass<"linfuse-stream-ordered-gemms",
                            "::mlir::gpu::GPUDialect"];
 }
 
+def ReturnViewsPass : Pass<"linfuse-return-views", "::mlir::ModuleOp"> {
+  let summary = "Return slices of a merged GEMM's result as views instead "
+                "of copies";
+  let description = [{
+    Bufferization gives function results an identity layout, so a result
+    that is a slice of a larger buffer (q, k and v of a merged Q/K/V GEMM)
+    is copied into its own allocation before the return: a second pass over
+    the merged output, and on the GPU one copy kernel per result. This pass
+    returns the slice itself instead. A public function's result qualifies
+    when it is a `memref.alloc` whose only other use is a `memref.copy` from
+    a `memref.subview` of another `memref.alloc` in the same block, which
+    after that copy is only read by copies, viewed and deallocated. The copy
+    and the result's allocation go, the result type becomes the subview's
+    strided type, and the base allocation's `memref.dealloc` goes: the
+    caller owns it now.
+
+    Calling convention: a result may be a strided view (its descriptor's
+    sizes and strides say how to read it), and several results may share
+    one allocation (the same `allocated` pointer): the caller frees each
+    distinct allocation once. Weight-packing functions (`@f__pack`) keep
+    contiguous results, since their results come back as arguments, and
+    functions called inside the module keep their signature. Runs after
+    bufferization and deallocation in both lowerings.
+
+    ```mlir
+    %alloc = memref.alloc(%m) : memref<?x128xf32>
+    linfuse.gemm ... outs(%alloc : memref<?x128xf32>)
+    %q = memref.subview %alloc[0, 0] [%m, 64] [1, 1] : memref<?x128xf32> to memref<?x64xf32, strided<[128, 1]>>
+    %r = memref.alloc(%m) : memref<?x64xf32>
+    memref.copy %q, %r : memref<?x64xf32, strided<[128, 1]>> to memref<?x64xf32>
+    memref.dealloc %alloc : memref<?x128xf32>
+    return %r : memref<?x64xf32>
+    // becomes
+    %alloc = memref.alloc(%m) : memref<?x128xf32>
+    linfuse.gemm ... outs(%alloc : memref<?x128xf32>)
+    %q = memref.subview %alloc[0, 0] [%m, 64] [1, 1] : memref<?x128xf32> to memref<?x64xf32, strided<[128, 1]>>
+    return %q : memref<?x64xf32, strided<[128, 1]>>
+    ```
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
 #endif // LINFUSE_CONVERSION_PASSES_TD

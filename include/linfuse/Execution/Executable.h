@@ -65,13 +65,14 @@ struct ArrayView {
 };
 
 /// A result handed to the caller without a copy where possible: on the CPU,
-/// the buffer the compiled code allocated for it (the lowering returns
-/// contiguous buffers; results never share memory: a value returned twice
-/// is copied for the second); on CUDA, a host copy.
+/// the buffer the compiled code allocated for it, or a strided view of it
+/// (slices of a merged GEMM's result are returned as views: q, k and v then
+/// share one owner, but no element); a result that would overlap another
+/// one (a value returned twice) is copied. On CUDA, a host copy.
 struct ResultArray {
   ElementType type = ElementType::F32;
   llvm::SmallVector<int64_t> shape;
-  /// In elements (row-major today; read them rather than assume it).
+  /// In elements (views of a merged result are not row-major).
   llvm::SmallVector<int64_t> strides;
   void *data = nullptr;
   /// Frees the memory `data` points into when the last result sharing it is
