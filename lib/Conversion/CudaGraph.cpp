@@ -3,10 +3,11 @@
 // The body of each public function is bracketed by the runtime's
 // function-graph calls (Runtime.h, lib/Runtime/CudaGraphs.cpp). The runtime
 // does the capturing and replaying; the compiler's part is to say which
-// call is which: a slot per function (the address of a private global, so
-// two loaded modules never share one) and a key of everything a captured
-// graph bakes in — the argument buffers' addresses and layouts and the
-// scalar arguments.
+// call is which: a slot per function (a private, zero-initialized global:
+// its address tells loaded modules apart, and the generation the runtime
+// writes into it tells a module from an earlier one unloaded from the same
+// address) and a key of everything a captured graph bakes in — the argument
+// buffers' addresses and layouts and the scalar arguments.
 //
 //===----------------------------------------------------------------------===//
 
@@ -96,9 +97,14 @@ struct CudaGraphPass : public linfuse::impl::CudaGraphPassBase<CudaGraphPass> {
     // The slot: a private global, whose address identifies the function.
     OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
     auto slotType = MemRefType::get({1}, IntegerType::get(ctx, 64));
+    // Zero-initialized: the runtime writes a generation into it on the
+    // first call, so graphs of a module unloaded from the same address are
+    // never replayed.
+    auto zero = DenseElementsAttr::get(
+        RankedTensorType::get({1}, IntegerType::get(ctx, 64)), APInt(64, 0));
     auto slot = memref::GlobalOp::create(
         mb, loc, ("__linfuse_graph_slot_" + fn.getSymName()).str(),
-        mb.getStringAttr("private"), slotType, mb.getUnitAttr(),
+        mb.getStringAttr("private"), slotType, zero,
         /*constant=*/false, /*alignment=*/nullptr);
     symbols.insert(slot); // Renamed on a clash.
 

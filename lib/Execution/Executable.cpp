@@ -585,10 +585,16 @@ llvm::Error Executable::call(llvm::StringRef name,
     raw.push_back({words, &t, allocated && claimed.insert(allocated).second});
     words += 3 + 2 * t.shape.size();
   }
-  consume(raw);
-  for (const RawResult &r : raw)
-    if (r.ours && !r.taken)
-      freeAllocation(targetKind, reinterpret_cast<void *>(r.words[0]));
+  // A failed call's results are not read. On the host they are still
+  // buffers the call allocated; on the GPU they may not be (a CUDA graph
+  // that failed to capture never allocated them), so they are left alone.
+  int32_t status = linfuse_last_error();
+  if (status == LINFUSE_OK)
+    consume(raw);
+  if (status == LINFUSE_OK || targetKind == Target::CPU)
+    for (const RawResult &r : raw)
+      if (r.ours && !r.taken)
+        freeAllocation(targetKind, reinterpret_cast<void *>(r.words[0]));
   if (llvm::Error err = runtimeError("@" + name))
     return err;
   return llvm::Error::success();

@@ -46,6 +46,9 @@ static void addBufferization(OpPassManager &pm) {
   pm.addPass(createReadOnlyArgumentsPass());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
+  // A loop-carried tensor the body recomputes (h = h·W in an scf.for) is a
+  // new buffer each iteration; the deallocation pipeline frees the old one.
+  bufferize.allowReturnAllocsFromLoops = true;
   // Arguments are contiguous (callers pass packed arrays); views of merged
   // results inside a function stay views, and --linfuse-return-views below
   // keeps the returned ones views too.

@@ -48,7 +48,17 @@ std::mutex graphMutex;
 std::map<std::string, Graph> graphs; // guarded by graphMutex
 std::string captureKey;              // guarded by graphMutex
 Graph captured;                      // guarded by graphMutex: counts so far
+/// Whether any thread is capturing (there is one stream to capture).
 std::atomic<bool> captureActive{false};
+/// Whether this thread is: its work is recorded into the graph; other
+/// threads' graph calls wait for the capture to end (captureMutex).
+thread_local bool ownsCapture = false;
+
+/// Held from the start of a capture (keyed, or of a function call) or of a
+/// function graph's replay to its end: the runtime's one stream can record
+/// one capture at a time, and a launch from another thread during a capture
+/// would be recorded into it.
+std::mutex captureMutex;
 
 void addToStats(int64_t gemmCalls, int64_t kernelLaunches) {
   for (int64_t i = 0; i < gemmCalls; ++i)
@@ -104,13 +114,21 @@ int32_t beginCapture(const char *fn, CUstream stream, const char *key) {
   captureKey = key;
   captured = Graph();
   captureActive.store(true, std::memory_order_release);
+  ownsCapture = true;
   return LINFUSE_OK;
+}
+
+/// Forgets this thread's capture (graphMutex held), whether or not the
+/// stream's capture could be ended.
+void dropCapture() {
+  captureActive.store(false, std::memory_order_release);
+  ownsCapture = false;
 }
 
 /// Ends the capture (graphMutex held) and instantiates it into `out`.
 /// Relaunching frees what the previous launch left allocated.
 int32_t endCapture(const char *fn, CUstream stream, Graph &out) {
-  captureActive.store(false, std::memory_order_release);
+  dropCapture();
   Graph g = captured;
   // Ends the capture whatever happened during it.
   int32_t s = check(driver().cuStreamEndCapture(stream, &g.graph), fn,
@@ -168,16 +186,31 @@ using FunctionGraphPtr = std::shared_ptr<FunctionGraph>;
 /// otherwise grow without bound.
 constexpr size_t kGraphsPerFunction = 16;
 
+/// The graphs of one function, most recently used first, and the
+/// generation of its slot they belong to.
+struct FunctionGraphs {
+  int64_t generation = 0;
+  std::deque<FunctionGraphPtr> list;
+};
+
 /// Per function (its slot's address), guarded by graphMutex. Never
 /// destroyed: destroying graphs from a static destructor would call the
 /// driver while the process tears it down.
-auto &functionGraphs = *new std::map<uintptr_t, std::deque<FunctionGraphPtr>>();
+auto &functionGraphs = *new std::map<uintptr_t, FunctionGraphs>();
 
-/// Held from the start of an outermost captured or replayed function call
-/// to its end: the runtime's one stream can record one capture at a time,
-/// and a launch from another thread during a capture would be recorded
-/// into it.
-std::mutex functionMutex;
+/// Slots are zero-initialized globals of the compiled module; the first
+/// call writes a fresh generation into its slot. A module unloaded and
+/// another loaded at the same address (a JIT-compiled function destroyed
+/// and a new one compiled) starts from zero again, so the graphs of the
+/// old one, whose kernels are gone, are never replayed.
+std::atomic<int64_t> lastGeneration{0};
+
+int64_t slotGeneration(uintptr_t slot) {
+  auto *word = reinterpret_cast<int64_t *>(slot);
+  if (*word == 0)
+    *word = ++lastGeneration;
+  return *word;
+}
 
 /// What this thread's function call is doing.
 struct FunctionCall {
@@ -185,6 +218,7 @@ struct FunctionCall {
   Mode mode = Mode::None;
   int depth = 0; // Nested calls are part of the outermost one.
   std::vector<int64_t> key;
+  int64_t generation = 0;
   FunctionGraphPtr replay;
   size_t cursor = 0;
   bool diverged = false;
@@ -193,12 +227,21 @@ struct FunctionCall {
 };
 thread_local FunctionCall call;
 
-FunctionGraphPtr findGraph(uintptr_t slot, const std::vector<int64_t> &key) {
+/// The graphs of the function of `slot` (graphMutex held), emptied if they
+/// belong to an earlier module at that address.
+std::deque<FunctionGraphPtr> &graphsOf(uintptr_t slot, int64_t generation) {
+  FunctionGraphs &graphs = functionGraphs[slot];
+  if (graphs.generation != generation) {
+    graphs.list.clear();
+    graphs.generation = generation;
+  }
+  return graphs.list;
+}
+
+FunctionGraphPtr findGraph(uintptr_t slot, int64_t generation,
+                           const std::vector<int64_t> &key) {
   std::lock_guard<std::mutex> lock(graphMutex);
-  auto it = functionGraphs.find(slot);
-  if (it == functionGraphs.end())
-    return nullptr;
-  std::deque<FunctionGraphPtr> &list = it->second;
+  std::deque<FunctionGraphPtr> &list = graphsOf(slot, generation);
   auto hit =
       std::find_if(list.begin(), list.end(),
                    [&](const FunctionGraphPtr &g) { return g->key == key; });
@@ -217,12 +260,12 @@ void finishCall() {
                 call.mode == FunctionCall::Mode::Replay;
   call = FunctionCall();
   if (locked)
-    functionMutex.unlock();
+    captureMutex.unlock();
 }
 
 } // namespace
 
-bool cuda::capturing() { return captureActive.load(std::memory_order_acquire); }
+bool cuda::capturing() { return ownsCapture; }
 
 bool cuda::replaying() { return call.mode == FunctionCall::Mode::Replay; }
 
@@ -251,13 +294,29 @@ void cuda::noteCapturedAllocation(void *ptr, uint64_t bytes) {
 void cuda::countDeviceWork(int64_t gemmCalls, int64_t kernelLaunches) {
   if (capturing()) {
     std::lock_guard<std::mutex> lock(graphMutex);
-    if (captureActive.load(std::memory_order_relaxed)) {
-      captured.gemmCalls += gemmCalls;
-      captured.kernelLaunches += kernelLaunches;
-      return;
-    }
+    captured.gemmCalls += gemmCalls;
+    captured.kernelLaunches += kernelLaunches;
+    return;
   }
   addToStats(gemmCalls, kernelLaunches);
+}
+
+/// Why this thread cannot start a capture or drop graphs now, or null.
+static const char *busy() {
+  if (ownsCapture)
+    return "a capture is in progress on this thread";
+  if (call.depth > 0)
+    return "this thread is inside a function's graph call";
+  return nullptr;
+}
+
+/// Forgets this thread's capture if a failure left it open (the context
+/// could not be made current to end it).
+static void dropLeftoverCapture() {
+  if (!ownsCapture)
+    return;
+  std::lock_guard<std::mutex> lock(graphMutex);
+  dropCapture();
 }
 
 //===----------------------------------------------------------------------===//
@@ -268,21 +327,29 @@ int32_t linfuse_cuda_graph_begin(const char *key) {
   constexpr const char *fn = "linfuse_cuda_graph_begin";
   if (!validKey(fn, key))
     return LINFUSE_ERROR_INVALID_ARGUMENT;
+  if (const char *why = busy())
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: cannot capture '%s': %s",
+                fn, key, why);
   return inContext(fn, [&](CUstream stream) {
+    // Held until _end: another thread's capture or graph call waits.
+    captureMutex.lock();
     std::lock_guard<std::mutex> lock(graphMutex);
-    return beginCapture(fn, stream, key);
+    int32_t s = beginCapture(fn, stream, key);
+    if (s != LINFUSE_OK)
+      captureMutex.unlock();
+    return s;
   });
 }
 
 int32_t linfuse_cuda_graph_end(void) {
   constexpr const char *fn = "linfuse_cuda_graph_end";
-  return inContext(fn, [&](CUstream stream) {
+  if (!ownsCapture || call.mode == FunctionCall::Mode::Capture)
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
+                "%s: no capture in progress on this thread (call "
+                "linfuse_cuda_graph_begin)",
+                fn);
+  int32_t status = inContext(fn, [&](CUstream stream) {
     std::lock_guard<std::mutex> lock(graphMutex);
-    if (!captureActive.load(std::memory_order_relaxed) ||
-        call.mode == FunctionCall::Mode::Capture)
-      return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
-                  "%s: no capture in progress (call linfuse_cuda_graph_begin)",
-                  fn);
     Graph g;
     if (int32_t s = endCapture(fn, stream, g))
       return s;
@@ -291,6 +358,9 @@ int32_t linfuse_cuda_graph_end(void) {
     slot = g;
     return int32_t(LINFUSE_OK);
   });
+  dropLeftoverCapture();
+  captureMutex.unlock();
+  return status;
 }
 
 int32_t linfuse_cuda_graph_launch(const char *key) {
@@ -318,15 +388,11 @@ int32_t linfuse_cuda_graph_exists(const char *key) {
 
 int32_t linfuse_cuda_graph_destroy(const char *key) {
   constexpr const char *fn = "linfuse_cuda_graph_destroy";
-  // Function graphs go too when everything is destroyed; not while this
-  // thread is inside a captured or replayed call.
-  std::unique_lock<std::mutex> functions(functionMutex, std::defer_lock);
-  if (!key) {
-    if (call.depth > 0)
-      return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
-                  "%s: called inside a function's graph capture or replay", fn);
-    functions.lock();
-  }
+  // Not during a capture (the synchronization below would invalidate it):
+  // another thread's capture ends first.
+  if (const char *why = busy())
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: %s", fn, why);
+  std::lock_guard<std::mutex> captures(captureMutex);
   std::lock_guard<std::mutex> lock(graphMutex);
   if (graphs.empty() && (key || functionGraphs.empty()))
     return LINFUSE_OK; // Also without a device: nothing was captured.
@@ -362,23 +428,25 @@ int32_t linfuse_cuda_function_begin(uintptr_t slot, const int64_t *key,
     return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
                 "%s: invalid function slot or argument key", fn);
   return inContext(fn, [&](CUstream stream) {
-    // Inside an outer linfuse_cuda_graph_begin capture the body is
+    // Inside this thread's linfuse_cuda_graph_begin capture the body is
     // recorded into that one.
     if (capturing()) {
       call.mode = FunctionCall::Mode::PassThrough;
       return int32_t(LINFUSE_OK);
     }
     std::vector<int64_t> argumentKey(key, key + keyLength);
-    functionMutex.lock();
+    // Held until _end: another thread's capture or graph call waits.
+    captureMutex.lock();
     call.key = std::move(argumentKey);
+    call.generation = slotGeneration(slot);
     call.failuresAtBegin = failureCount();
-    if ((call.replay = findGraph(slot, call.key))) {
+    if ((call.replay = findGraph(slot, call.generation, call.key))) {
       call.mode = FunctionCall::Mode::Replay;
       return int32_t(LINFUSE_OK);
     }
     std::lock_guard<std::mutex> lock(graphMutex);
     if (int32_t s = beginCapture(fn, stream, "a function call")) {
-      functionMutex.unlock();
+      captureMutex.unlock();
       call.key.clear();
       return s;
     }
@@ -428,7 +496,7 @@ int32_t linfuse_cuda_function_end(uintptr_t slot) {
       if (int32_t s = launchGraph(fn, stream, g->graph))
         return s;
       std::lock_guard<std::mutex> lock(graphMutex);
-      std::deque<FunctionGraphPtr> &list = functionGraphs[slot];
+      std::deque<FunctionGraphPtr> &list = graphsOf(slot, call.generation);
       list.push_front(std::move(g));
       if (list.size() > kGraphsPerFunction)
         list.pop_back(); // Not in flight: every launch below is waited for.
@@ -438,6 +506,7 @@ int32_t linfuse_cuda_function_end(uintptr_t slot) {
     return check(driver().cuStreamSynchronize(stream), fn,
                  "cuStreamSynchronize");
   });
+  dropLeftoverCapture();
   finishCall();
   return status;
 }
@@ -447,13 +516,15 @@ void linfuse_cuda_function_abandon(void) {
     return;
   if (call.mode == FunctionCall::Mode::Capture) {
     inContext("linfuse_cuda_function_abandon", [&](CUstream stream) {
-      std::lock_guard<std::mutex> lock(graphMutex);
-      Graph g;
-      // Ends the capture; the partial recording is not kept.
-      if (endCapture("linfuse_cuda_function_abandon", stream, g) == LINFUSE_OK)
-        destroy(g);
+      // Ends the capture; the partial recording is dropped uninstantiated.
+      CUgraph partial = nullptr;
+      if (driver().cuStreamEndCapture(stream, &partial) == CUDA_SUCCESS &&
+          partial)
+        driver().cuGraphDestroy(partial);
       return int32_t(LINFUSE_OK);
     });
+    std::lock_guard<std::mutex> lock(graphMutex);
+    dropCapture();
   }
   finishCall();
 }

@@ -87,6 +87,7 @@ struct DeviceState {
   int32_t status = LINFUSE_ERROR_NO_DEVICE;
   char reason[kReasonSize] = "";
   CUdevice device = 0;
+  int ordinal = 0;
   CUcontext context = nullptr;
 };
 
@@ -131,6 +132,7 @@ DeviceState initDevice() {
                   "no CUDA device %d (the machine has %d)", ordinal, count);
     return s;
   }
+  s.ordinal = ordinal;
   if (!initStep(api.cuDeviceGet(&s.device, ordinal), "cuDeviceGet", detail) ||
       !initStep(api.cuDevicePrimaryCtxRetain(&s.context, s.device),
                 "cuDevicePrimaryCtxRetain", detail)) {
@@ -314,7 +316,7 @@ bool cuda::isRuntimeStream(CUstream stream) {
   return stream && stream == runtimeStream;
 }
 
-CUdevice cuda::device() { return deviceState().device; }
+int cuda::deviceOrdinal() { return deviceState().ordinal; }
 
 bool cuda::cublasLtUsable() {
   return deviceState().status == LINFUSE_OK &&

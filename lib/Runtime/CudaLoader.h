@@ -70,6 +70,7 @@ namespace linfuse::runtime::cuda {
   X(cuMemFreeAsync)                                                            \
   X(cuMemPoolCreate)                                                           \
   X(cuMemPoolSetAttribute)                                                     \
+  X(cuMemPoolDestroy)                                                          \
   X(cuMemcpyAsync)                                                             \
   X(cuMemsetD32Async)                                                          \
   X(cuMemsetD16Async)                                                          \
@@ -169,8 +170,9 @@ CUstream streamOr(CUstream requested, const char *fn);
 /// Whether `stream` is the runtime's stream (which is never destroyed).
 bool isRuntimeStream(CUstream stream);
 
-/// The device acquireDevice chose (valid after it succeeded).
-CUdevice device();
+/// The ordinal of the device acquireDevice chose (valid after it
+/// succeeded).
+int deviceOrdinal();
 
 //===----------------------------------------------------------------------===//
 // GEMM resources (CudaGemm.cpp)
@@ -189,9 +191,9 @@ int32_t prepareGemm(const char *fn);
 /// launch of the graph then adds.
 void countDeviceWork(int64_t gemmCalls, int64_t kernelLaunches);
 
-/// True while a graph capture (linfuse_cuda_graph_begin .. _end, or the
-/// first call of a function compiled with cuda-graph) records the runtime
-/// stream.
+/// True on the thread whose graph capture (linfuse_cuda_graph_begin ..
+/// _end, or the first call of a function compiled with cuda-graph) records
+/// the runtime stream: its work is recorded, not run, so it must not wait.
 bool capturing();
 
 /// True on a thread that is replaying a function graph: the function's host

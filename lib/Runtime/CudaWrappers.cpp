@@ -210,15 +210,17 @@ CUmemoryPool devicePool(const char *fn) {
   CUmemPoolProps props = {};
   props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
   props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  props.location.id = int(device());
+  props.location.id = deviceOrdinal();
   CUmemoryPool created = nullptr;
   if (check(driver().cuMemPoolCreate(&created, &props), fn, "cuMemPoolCreate"))
     return nullptr;
   cuuint64_t unlimited = ~cuuint64_t(0);
   if (check(driver().cuMemPoolSetAttribute(
                 created, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &unlimited),
-            fn, "cuMemPoolSetAttribute"))
+            fn, "cuMemPoolSetAttribute")) {
+    driver().cuMemPoolDestroy(created);
     return nullptr;
+  }
   pool = created;
   return pool;
 }
@@ -463,6 +465,13 @@ mgpuMemAlloc(uint64_t sizeBytes, CUstream /*stream*/, bool isHostShared) {
   constexpr const char *fn = "mgpuMemAlloc";
   if (sizeBytes == 0)
     return nullptr;
+  if (isHostShared && (capturing() || replaying())) {
+    fail(LINFUSE_ERROR_UNSUPPORTED,
+         "%s: host-shared (managed) memory cannot be allocated in a CUDA "
+         "graph",
+         fn);
+    return nullptr;
+  }
   if (replaying())
     return replayAllocation(sizeBytes, fn);
   CUdeviceptr ptr = 0;
@@ -502,6 +511,12 @@ extern "C" LINFUSE_RUNTIME_EXPORT void mgpuMemFree(void *ptr,
   if (!ptr || replaying())
     return;
   if (isManaged(ptr)) {
+    if (capturing()) {
+      fail(LINFUSE_ERROR_UNSUPPORTED,
+           "%s: host-shared (managed) memory cannot be freed in a CUDA graph",
+           fn);
+      return;
+    }
     if (run(fn, "cuMemFree",
             [&] { return driver().cuMemFree(devicePtr(ptr)); })) {
       std::lock_guard<std::mutex> lock(managedMutex);

@@ -7,7 +7,7 @@
 // functions and declarations are left alone.
 // CHECK-DAG:   func.func private @linfuse_cuda_function_begin(index, index, index) -> i32
 // CHECK-DAG:   func.func private @linfuse_cuda_function_end(index) -> i32
-// CHECK-DAG:   memref.global "private" @__linfuse_graph_slot_f : memref<1xi64> = uninitialized
+// CHECK-DAG:   memref.global "private" @__linfuse_graph_slot_f : memref<1xi64> = dense<0>
 // CHECK-NOT:   @__linfuse_graph_slot_f__pack
 // CHECK-NOT:   @__linfuse_graph_slot_helper
 // CHECK-LABEL: func.func @f(

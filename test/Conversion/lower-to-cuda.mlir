@@ -8,7 +8,7 @@
 // With cuda-graph, the function's body is bracketed by the runtime's
 // function-graph calls (after the final synchronization, which they make a
 // no-op while capturing or replaying).
-// GRAPH:       llvm.mlir.global private @__linfuse_graph_slot_qk()
+// GRAPH:       llvm.mlir.global private @__linfuse_graph_slot_qk(dense<0> : tensor<1xi64>)
 // GRAPH-LABEL: llvm.func @qk(
 // GRAPH:         llvm.mlir.addressof @__linfuse_graph_slot_qk : !llvm.ptr
 // GRAPH:         llvm.call @linfuse_cuda_function_begin(%[[SA:[0-9]+]], %{{.*}}, %{{.*}}) : (i64, i64, i64) -> i32

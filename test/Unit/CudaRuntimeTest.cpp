@@ -898,8 +898,11 @@ TEST(CudaDeviceGraph, FunctionCapturedOnceThenReplayed) {
   EXPECT_EQ(stats.gemm_calls, 2);
   EXPECT_EQ(stats.kernel_launches, 2);
 
-  // The caller may free a result; the next replay allocates it again.
+  // The caller may free a result; the next replay allocates it again (new
+  // data, so that stale memory cannot pass for a result).
   mgpuMemFree(y2, nullptr);
+  x.random(49);
+  want = f.eager();
   void *y3 = f.body(/*graph=*/true);
   ASSERT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
   EXPECT_EQ(f.read(y3), want);
@@ -911,10 +914,15 @@ TEST(CudaDeviceGraph, FunctionCapturedOnceThenReplayed) {
 
   // A replay whose host code asks for other allocations than its capture
   // made is an error, not a launch; the next call works again.
+  linfuse_reset_stats();
   void *bad = f.body(/*graph=*/true, 0, /*tmpBytes=*/4);
   EXPECT_EQ(bad, nullptr);
   expectError(LINFUSE_ERROR_BACKEND, "mgpuMemAlloc: the replayed function");
+  linfuse_get_stats(&stats);
+  EXPECT_EQ(stats.gemm_calls, 0);
   linfuse_clear_error();
+  x.random(50);
+  want = f.eager();
   void *y5 = f.body(/*graph=*/true);
   ASSERT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
   EXPECT_EQ(f.read(y5), want);

@@ -151,8 +151,8 @@ def CudaGraphPass : Pass<"linfuse-cuda-graph", "::mlir::ModuleOp"> {
     * at entry, the arguments are written into a key (each memref's aligned
       address, offset, sizes and strides; each scalar's bits, as i64) and
       `linfuse_cuda_function_begin(slot, key, length)` is called, `slot`
-      being the address of a private global of the module (one per
-      function);
+      being the address of a private, zero-initialized global of the module
+      (one per function; the runtime writes a generation number into it);
     * before each `func.return`, `linfuse_cuda_function_end(slot)`.
 
     The first call with a key captures the body's GEMMs, kernels, copies and
@@ -170,7 +170,7 @@ def CudaGraphPass : Pass<"linfuse-cuda-graph", "::mlir::ModuleOp"> {
       return %y : memref<?x128xf32>
     }
     // becomes
-    memref.global "private" @__linfuse_graph_slot_main : memref<1xi64> = uninitialized
+    memref.global "private" @__linfuse_graph_slot_main : memref<1xi64> = dense<0>
     func.func @main(%x: memref<?x64xf32>, %w: memref<128x64xf32>) -> memref<?x128xf32> {
       %slot = memref.get_global @__linfuse_graph_slot_main : memref<1xi64>
       %key = memref.alloca() : memref<12xi64>

@@ -243,8 +243,11 @@ LINFUSE_RUNTIME_EXPORT int64_t linfuse_cuda_heuristic_queries(void);
  * mgpuEventSynchronize return at once; host<->device copies need pinned
  * host memory (mgpuMemHostRegister). The GEMM workspace is allocated by
  * _begin. A call that cannot be captured invalidates the
- * capture: _end then fails and stores nothing. One capture at a time,
- * from one thread (capture mode CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).
+ * capture: _end then fails and stores nothing. One capture at a time:
+ * _begin waits while another thread captures or runs a function graph, and
+ * _end must come from the thread that began (capture mode
+ * CU_STREAM_CAPTURE_MODE_THREAD_LOCAL). Work another thread enqueues
+ * without a graph while a capture is open would be recorded into it: don't.
  * Stats: work recorded in a capture is not counted then; each launch
  * counts the graph's GEMM calls and kernel launches.
  *
@@ -279,13 +282,20 @@ LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_graph_destroy(const char *key);
  *
  * Results live in the graph's memory: the same addresses at every call
  * with the same key, valid until that function's next call with the same
- * key (its launch frees and reuses them). Copy them out, or free them with
- * mgpuMemFree (optional: the next launch frees what is left). Up to 16
- * graphs are kept per function, the least recently used dropped first.
+ * key (its launch frees and reuses them). Copy them out, and free them with
+ * mgpuMemFree when done: optional before the next call with the same key,
+ * whose launch frees what is left, but a result still allocated when its
+ * graph is dropped (16 graphs are kept per function, the least recently
+ * used dropped first; linfuse_cuda_graph_destroy(NULL) drops all) stays
+ * allocated. A failed call's results must not be read or freed.
  * Calls with a graph are serialized across threads (one stream can record
- * one capture); a call inside another (or inside linfuse_cuda_graph_begin)
- * is part of the outer one. If the body fails while it is captured, the
- * graph is not kept and the call fails.
+ * one capture); a call inside another (or inside this thread's
+ * linfuse_cuda_graph_begin) is part of the outer one. If the body fails
+ * while it is captured, the graph is not kept and the call fails. The slot
+ * is zero-initialized and the first call writes a generation number into
+ * it, so the graphs of a module unloaded from the same address are never
+ * replayed for a new one. Host-shared (managed) allocations cannot be part
+ * of a graph.
  *
  * linfuse_cuda_function_abandon() ends this thread's call after its body
  * was left without reaching _end (a failed assertion the caller trapped),

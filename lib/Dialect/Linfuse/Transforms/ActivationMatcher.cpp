@@ -209,7 +209,8 @@ std::optional<Epilogue> mlir::linfuse::matchActivation(Operation *op) {
   // with an activation at every fixed sample that misses its breakpoint
   // (relu capped at 150, a relu thresholded at 5e-4), and such a breakpoint
   // is where x meets one of the body's constants: sample on both sides of
-  // each constant (and of its negation) as well.
+  // each constant (and of its negation), and at twice it, where a cap at c
+  // is off by half (just past it, a large cap is off by only 0.1%).
   SmallVector<double> samples(std::begin(points), std::end(points));
   for (Operation &inner : body.without_terminator())
     for (Value operand : inner.getOperands()) {
@@ -217,18 +218,32 @@ std::optional<Epilogue> mlir::linfuse::matchActivation(Operation *op) {
       if (!matchPattern(operand, m_Constant(&attr)))
         continue;
       double c = attr.getValueAsDouble();
-      if (!std::isfinite(c) || std::fabs(c) > 1e4)
+      if (!std::isfinite(c) || std::fabs(c) > 1e300)
         continue;
       double d = std::max(1e-4, 1e-3 * std::fabs(c));
       for (double v : {c, -c})
-        samples.append({v - d, v, v + d});
+        samples.append({v - d, v, v + d, 2 * v});
     }
+  // Decades out to 1e30 on both sides: a cap the body computes rather than
+  // names (100 + 50), or one far out (the f16 maximum), is below one of
+  // them. Out there an exact activation may overflow in the body's own
+  // formula (exp(x) / (1 + exp(x)) is inf / inf); such a point says
+  // nothing and is skipped, while a cap stays finite.
+  size_t fixedSamples = samples.size();
+  for (double decade : {1e3, 1e4, 1e5, 1e6, 1e9, 1e15, 1e30})
+    samples.append({decade, -decade});
   BodyInterpreter interp(body);
-  SmallVector<double> got;
-  for (double x : samples) {
+  SmallVector<double> xs, got;
+  for (auto [i, x] : llvm::enumerate(samples)) {
     std::optional<double> y = interp.run(x);
-    if (!y || !std::isfinite(*y))
+    if (!y)
       return std::nullopt;
+    if (!std::isfinite(*y)) {
+      if (i < fixedSamples)
+        return std::nullopt;
+      continue;
+    }
+    xs.push_back(x);
     got.push_back(*y);
   }
   std::optional<Epilogue> best;
@@ -236,7 +251,7 @@ std::optional<Epilogue> mlir::linfuse::matchActivation(Operation *op) {
   for (Epilogue e : {Epilogue::Relu, Epilogue::GeluErf, Epilogue::GeluTanh,
                      Epilogue::Silu}) {
     double err = 0;
-    for (auto [x, y] : llvm::zip_equal(samples, got)) {
+    for (auto [x, y] : llvm::zip_equal(xs, got)) {
       double ref = evaluateEpilogue(e, x);
       err = std::max(err, std::fabs(y - ref) / std::max(1.0, std::fabs(ref)));
     }

@@ -1,0 +1,19 @@
+// relu capped at 150, the cap computed inside the body from two constants
+// (100 + 50): not a ReLU. The fixed sample points used to stop at 100.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @main(%x: tensor<2x2xf32>, %w: tensor<2x2xf32>) -> tensor<2x2xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x2xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %y = linalg.matmul ins(%x, %w : tensor<2x2xf32>, tensor<2x2xf32>) outs(%f : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%y : tensor<2x2xf32>) outs(%e : tensor<2x2xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    %c100 = arith.constant 100.0 : f32
+    %c50 = arith.constant 50.0 : f32
+    %cap = arith.addf %c100, %c50 : f32
+    %a = arith.maximumf %in, %z : f32
+    %b = arith.minimumf %a, %cap : f32
+    linalg.yield %b : f32
+  } -> tensor<2x2xf32>
+  return %r : tensor<2x2xf32>
+}
