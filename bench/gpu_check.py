@@ -1019,7 +1019,8 @@ def bench_module(bundle, m, backend, rt, timer, args, budget, state):
                 us("linfuse_graph")
         if us("torch_separate") and us("torch_concat"):
             row["torch_speedup"] = us("torch_separate") / us("torch_concat")
-        # cuMemAlloc + cuMemFree of the merged outputs (part of each call).
+        # mgpuMemAlloc + mgpuMemFree (stream-ordered, from the runtime's
+        # pool) of the merged output (part of each call).
         out_bytes = sum(mrows * n for n in (m["N"][:3] if kind == "qkv"
                                             else m["N"][:1])) * ELEM_BYTES[dt]
         row["alloc_free_us"] = alloc_free_us(rt, out_bytes)
@@ -1464,8 +1465,9 @@ def markdown(report):
                 "= unfused / graph; vs cat = PyTorch concatenated "
                 "Linear / linfuse merged (> 1: linfuse faster); HBM = weight "
                 "bytes / time / 4.8 TB/s at M ≤ 16. A linfuse call includes "
-                "cuMemAlloc of its results (alloc column: one alloc + free "
-                "of the merged outputs); the frees are outside the timing.",
+                "the allocation of its results (stream-ordered, pooled; "
+                "alloc column: one alloc + free of the merged output); the "
+                "frees are outside the timing.",
                 "",
                 "| shape | dtype | M | lf unfused | lf merged | speedup | "
                 "lf graph | graph speedup | "
