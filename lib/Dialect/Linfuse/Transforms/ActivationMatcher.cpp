@@ -55,6 +55,9 @@ public:
     return get(yield.getOperand(0));
   }
 
+  /// A value of the last run (after run() succeeded).
+  double valueOf(Value v) const { return values.lookup(v); }
+
 private:
   std::optional<double> get(Value v) {
     auto it = values.find(v);
@@ -103,8 +106,20 @@ private:
         .Case<arith::MinimumFOp, arith::MinNumFOp>([&](auto) {
           return binary([](double a, double b) { return std::min(a, b); });
         })
-        .Case<arith::ExtFOp, arith::TruncFOp>(
-            [&](auto) { return unary([](double a) { return a; }); })
+        .Case([&](arith::ExtFOp) { return unary([](double a) { return a; }); })
+        // Rounded to the narrower type: a value past its range becomes inf
+        // (an f16 round trip saturates nothing).
+        .Case([&](arith::TruncFOp t) -> std::optional<double> {
+          auto type = dyn_cast<FloatType>(t.getType());
+          if (!type || in.size() != 1)
+            return std::nullopt;
+          APFloat v(in[0]);
+          bool lost;
+          v.convert(type.getFloatSemantics(), APFloat::rmNearestTiesToEven,
+                    &lost);
+          v.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &lost);
+          return v.convertToDouble();
+        })
         .Case([&](arith::CmpFOp cmp) -> std::optional<double> {
           if (in.size() != 2)
             return std::nullopt;
@@ -208,37 +223,60 @@ std::optional<Epilogue> mlir::linfuse::matchActivation(Operation *op) {
   // A clamp or threshold (min/max or cmpf+select against a constant) agrees
   // with an activation at every fixed sample that misses its breakpoint
   // (relu capped at 150, a relu thresholded at 5e-4), and such a breakpoint
-  // is where x meets one of the body's constants: sample on both sides of
-  // each constant (and of its negation), and at twice it, where a cap at c
-  // is off by half (just past it, a large cap is off by only 0.1%).
-  SmallVector<double> samples(std::begin(points), std::end(points));
-  for (Operation &inner : body.without_terminator())
+  // is where x meets a value the body has without x: one of its constants,
+  // or one it computes from them (100 + 50). Sample on both sides of each
+  // such value (and of its negation), and at twice it, where a cap at c is
+  // off by half (just past it, a large cap is off by only 0.1%).
+  BodyInterpreter interp(body);
+  if (!interp.run(0.0))
+    return std::nullopt;
+  SmallVector<double> breakpoints;
+  DenseSet<Value> dependsOnX = {body.getArgument(0)};
+  for (Operation &inner : body.without_terminator()) {
     for (Value operand : inner.getOperands()) {
       FloatAttr attr;
-      if (!matchPattern(operand, m_Constant(&attr)))
-        continue;
-      double c = attr.getValueAsDouble();
-      if (!std::isfinite(c) || std::fabs(c) > 1e300)
-        continue;
-      double d = std::max(1e-4, 1e-3 * std::fabs(c));
-      for (double v : {c, -c})
-        samples.append({v - d, v, v + d, 2 * v});
+      if (matchPattern(operand, m_Constant(&attr)))
+        breakpoints.push_back(attr.getValueAsDouble());
     }
-  // Decades out to 1e30 on both sides: a cap the body computes rather than
-  // names (100 + 50), or one far out (the f16 maximum), is below one of
-  // them. Out there an exact activation may overflow in the body's own
-  // formula (exp(x) / (1 + exp(x)) is inf / inf); such a point says
-  // nothing and is skipped, while a cap stays finite.
+    if (llvm::any_of(inner.getOperands(),
+                     [&](Value v) { return dependsOnX.contains(v); })) {
+      dependsOnX.insert(inner.getResult(0));
+      continue;
+    }
+    if (isa<FloatType>(inner.getResult(0).getType()))
+      breakpoints.push_back(interp.valueOf(inner.getResult(0)));
+  }
+  SmallVector<double> samples(std::begin(points), std::end(points));
+  for (double c : breakpoints) {
+    if (!std::isfinite(c) || std::fabs(c) > 1e300)
+      continue;
+    double d = std::max(1e-4, 1e-3 * std::fabs(c));
+    for (double v : {c, -c})
+      samples.append({v - d, v, v + d, 2 * v});
+  }
+  // Decades out to 1e30 on both sides, for a cap below one of them that
+  // the body reaches some other way. Out there an exact activation may
+  // fail in the body's own formula (exp(x) / (1 + exp(x)) is inf / inf =
+  // NaN): such a point says nothing and is skipped. An infinite result is
+  // kept: a real activation of a finite x is finite.
+  // And the infinities a GEMM result rounded to a narrow type overflows to,
+  // which a clamp to the type's maximum turns back into numbers. Samples
+  // the input type cannot hold are dropped.
   size_t fixedSamples = samples.size();
-  for (double decade : {1e3, 1e4, 1e5, 1e6, 1e9, 1e15, 1e30})
+  for (double decade : {1e3, 1e4, 1e5, 1e6, 1e9, 1e15, 1e30, double(INFINITY)})
     samples.append({decade, -decade});
-  BodyInterpreter interp(body);
+  double largest =
+      APFloat::getLargest(
+          cast<FloatType>(inType.getElementType()).getFloatSemantics())
+          .convertToDouble();
   SmallVector<double> xs, got;
   for (auto [i, x] : llvm::enumerate(samples)) {
+    if (std::isfinite(x) && std::fabs(x) > largest)
+      continue;
     std::optional<double> y = interp.run(x);
     if (!y)
       return std::nullopt;
-    if (!std::isfinite(*y)) {
+    if (std::isnan(*y)) {
       if (i < fixedSamples)
         return std::nullopt;
       continue;
@@ -253,7 +291,10 @@ std::optional<Epilogue> mlir::linfuse::matchActivation(Operation *op) {
     double err = 0;
     for (auto [x, y] : llvm::zip_equal(xs, got)) {
       double ref = evaluateEpilogue(e, x);
-      err = std::max(err, std::fabs(y - ref) / std::max(1.0, std::fabs(ref)));
+      if (std::isinf(ref) || std::isinf(y)) // Only equal infinities agree.
+        err = y == ref ? err : INFINITY;
+      else
+        err = std::max(err, std::fabs(y - ref) / std::max(1.0, std::fabs(ref)));
     }
     if (err <= bestErr) {
       bestErr = err;
