@@ -254,21 +254,22 @@ std::optional<Epilogue> mlir::linfuse::matchActivation(Operation *op) {
     for (double v : {c, -c})
       samples.append({v - d, v, v + d, 2 * v});
   }
-  // Decades out to 1e30 on both sides, for a cap below one of them that
-  // the body reaches some other way. Out there an exact activation may
-  // fail in the body's own formula (exp(x) / (1 + exp(x)) is inf / inf =
-  // NaN): such a point says nothing and is skipped. An infinite result is
-  // kept: a real activation of a finite x is finite.
-  // And the infinities a GEMM result rounded to a narrow type overflows to,
-  // which a clamp to the type's maximum turns back into numbers. Samples
-  // the input type cannot hold are dropped.
-  size_t fixedSamples = samples.size();
-  for (double decade : {1e3, 1e4, 1e5, 1e6, 1e9, 1e15, 1e30, double(INFINITY)})
-    samples.append({decade, -decade});
+  // Decades out to the input type's largest value on both sides, for a cap
+  // below one of them that the body reaches some other way (x * 1e-31 > 1). Out
+  // there an exact activation may fail in the body's own formula (exp(x) / (1 +
+  // exp(x)) is inf / inf = NaN): such a point says nothing and is skipped. An
+  // infinite result is kept: a real activation of a finite x is finite. And the
+  // infinities a GEMM result rounded to a narrow type overflows to, which a
+  // clamp to the type's maximum turns back into numbers. Samples the input type
+  // cannot hold are dropped.
   double largest =
       APFloat::getLargest(
           cast<FloatType>(inType.getElementType()).getFloatSemantics())
           .convertToDouble();
+  size_t fixedSamples = samples.size();
+  for (double decade : {1e3, 1e4, 1e5, 1e6, 1e9, 1e15, 1e30, 1e60, 1e100, 1e200,
+                        largest, double(INFINITY)})
+    samples.append({decade, -decade});
   SmallVector<double> xs, got;
   for (auto [i, x] : llvm::enumerate(samples)) {
     if (std::isfinite(x) && std::fabs(x) > largest)
