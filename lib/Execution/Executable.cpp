@@ -700,11 +700,12 @@ Executable::invoke(llvm::ArrayRef<ArrayView> in) {
                                return disjoint(a, out[j], byteSize(a.type));
                              });
           if (targetKind == Target::CPU && (r.ours || sharesOwner)) {
-            if (r.ours)
+            if (r.ours) {
               a.owner = std::shared_ptr<void>(allocation, std::free);
-            else
+              r.taken = true;
+            } else {
               a.owner = out[earlier->second.front()].owner;
-            r.taken |= r.ours;
+            }
             inPlace[allocation].push_back(out.size());
           } else {
             // Device memory, memory the caller owns, or a buffer another

@@ -48,10 +48,8 @@ std::mutex graphMutex;
 std::map<std::string, Graph> graphs; // guarded by graphMutex
 std::string captureKey;              // guarded by graphMutex
 Graph captured;                      // guarded by graphMutex: counts so far
-/// Whether any thread is capturing (there is one stream to capture).
-std::atomic<bool> captureActive{false};
-/// Whether this thread is: its work is recorded into the graph; other
-/// threads' graph calls wait for the capture to end (captureMutex).
+/// Whether this thread is capturing: its work is recorded into the graph;
+/// other threads' captures and graph calls wait for it (captureMutex).
 thread_local bool ownsCapture = false;
 
 /// Held from the start of a capture (keyed, or of a function call) or of a
@@ -83,16 +81,6 @@ bool validKey(const char *fn, const char *key) {
   return false;
 }
 
-/// Runs `body(stream)`, which returns a status, with the context current
-/// and the runtime's stream.
-template <typename Body> int32_t inContext(const char *fn, Body body) {
-  ScopedContext context(fn);
-  if (context.status())
-    return context.status();
-  CUstream stream = streamOr(nullptr, fn);
-  return stream ? body(stream) : LINFUSE_ERROR_BACKEND;
-}
-
 /// Starts capturing the runtime's stream (graphMutex held). The GEMM
 /// workspace is allocated first: allocating it inside the capture would
 /// make it a graph allocation.
@@ -100,10 +88,6 @@ int32_t beginCapture(const char *fn, CUstream stream, const char *key) {
   if (cublasLtUsable())
     if (int32_t s = prepareGemm(fn))
       return s;
-  if (captureActive.load(std::memory_order_relaxed))
-    return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
-                "%s: cannot capture '%s' while '%s' is being captured", fn, key,
-                captureKey.c_str());
   // Thread-local mode: calls that cannot be captured (a synchronization,
   // cuMemAlloc) fail on this thread and invalidate the capture, which the
   // end of the capture then reports; other threads are not affected.
@@ -113,17 +97,13 @@ int32_t beginCapture(const char *fn, CUstream stream, const char *key) {
     return s;
   captureKey = key;
   captured = Graph();
-  captureActive.store(true, std::memory_order_release);
   ownsCapture = true;
   return LINFUSE_OK;
 }
 
-/// Forgets this thread's capture (graphMutex held), whether or not the
-/// stream's capture could be ended.
-void dropCapture() {
-  captureActive.store(false, std::memory_order_release);
-  ownsCapture = false;
-}
+/// Forgets this thread's capture, whether or not the stream's capture could
+/// be ended.
+void dropCapture() { ownsCapture = false; }
 
 /// Ends the capture (graphMutex held) and instantiates it into `out`.
 /// Relaunching frees what the previous launch left allocated.
@@ -310,15 +290,6 @@ static const char *busy() {
   return nullptr;
 }
 
-/// Forgets this thread's capture if a failure left it open (the context
-/// could not be made current to end it).
-static void dropLeftoverCapture() {
-  if (!ownsCapture)
-    return;
-  std::lock_guard<std::mutex> lock(graphMutex);
-  dropCapture();
-}
-
 //===----------------------------------------------------------------------===//
 // Runtime.h: keyed graphs
 //===----------------------------------------------------------------------===//
@@ -330,7 +301,7 @@ int32_t linfuse_cuda_graph_begin(const char *key) {
   if (const char *why = busy())
     return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: cannot capture '%s': %s",
                 fn, key, why);
-  return inContext(fn, [&](CUstream stream) {
+  return inContext(fn, nullptr, [&](CUstream stream) {
     // Held until _end: another thread's capture or graph call waits.
     captureMutex.lock();
     std::lock_guard<std::mutex> lock(graphMutex);
@@ -348,7 +319,7 @@ int32_t linfuse_cuda_graph_end(void) {
                 "%s: no capture in progress on this thread (call "
                 "linfuse_cuda_graph_begin)",
                 fn);
-  int32_t status = inContext(fn, [&](CUstream stream) {
+  int32_t status = inContext(fn, nullptr, [&](CUstream stream) {
     std::lock_guard<std::mutex> lock(graphMutex);
     Graph g;
     if (int32_t s = endCapture(fn, stream, g))
@@ -358,7 +329,7 @@ int32_t linfuse_cuda_graph_end(void) {
     slot = g;
     return int32_t(LINFUSE_OK);
   });
-  dropLeftoverCapture();
+  dropCapture(); // If a failure (no context) left it open.
   captureMutex.unlock();
   return status;
 }
@@ -367,7 +338,7 @@ int32_t linfuse_cuda_graph_launch(const char *key) {
   constexpr const char *fn = "linfuse_cuda_graph_launch";
   if (!validKey(fn, key))
     return LINFUSE_ERROR_INVALID_ARGUMENT;
-  return inContext(fn, [&](CUstream stream) {
+  return inContext(fn, nullptr, [&](CUstream stream) {
     // Held while launching, so that linfuse_cuda_graph_destroy cannot free
     // the graph under the launch.
     std::lock_guard<std::mutex> lock(graphMutex);
@@ -396,7 +367,7 @@ int32_t linfuse_cuda_graph_destroy(const char *key) {
   std::lock_guard<std::mutex> lock(graphMutex);
   if (graphs.empty() && (key || functionGraphs.empty()))
     return LINFUSE_OK; // Also without a device: nothing was captured.
-  return inContext(fn, [&](CUstream stream) {
+  return inContext(fn, nullptr, [&](CUstream stream) {
     // A replay still in flight keeps using the graph: wait for it.
     if (int32_t s = check(driver().cuStreamSynchronize(stream), fn,
                           "cuStreamSynchronize"))
@@ -427,7 +398,7 @@ int32_t linfuse_cuda_function_begin(uintptr_t slot, const int64_t *key,
   if (!slot || keyLength < 0 || (keyLength > 0 && !key))
     return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
                 "%s: invalid function slot or argument key", fn);
-  return inContext(fn, [&](CUstream stream) {
+  return inContext(fn, nullptr, [&](CUstream stream) {
     // Inside this thread's linfuse_cuda_graph_begin capture the body is
     // recorded into that one.
     if (capturing()) {
@@ -468,7 +439,7 @@ int32_t linfuse_cuda_function_end(uintptr_t slot) {
     finishCall();
     return LINFUSE_OK;
   }
-  int32_t status = inContext(fn, [&](CUstream stream) -> int32_t {
+  int32_t status = inContext(fn, nullptr, [&](CUstream stream) -> int32_t {
     bool failed = failureCount() != call.failuresAtBegin;
     if (call.mode == FunctionCall::Mode::Replay) {
       if (failed || call.diverged)
@@ -506,7 +477,7 @@ int32_t linfuse_cuda_function_end(uintptr_t slot) {
     return check(driver().cuStreamSynchronize(stream), fn,
                  "cuStreamSynchronize");
   });
-  dropLeftoverCapture();
+  dropCapture(); // If a failure (no context) left it open.
   finishCall();
   return status;
 }
@@ -515,7 +486,7 @@ void linfuse_cuda_function_abandon(void) {
   if (call.depth == 0)
     return;
   if (call.mode == FunctionCall::Mode::Capture) {
-    inContext("linfuse_cuda_function_abandon", [&](CUstream stream) {
+    inContext("linfuse_cuda_function_abandon", nullptr, [&](CUstream stream) {
       // Ends the capture; the partial recording is dropped uninstantiated.
       CUgraph partial = nullptr;
       if (driver().cuStreamEndCapture(stream, &partial) == CUDA_SUCCESS &&
@@ -523,7 +494,6 @@ void linfuse_cuda_function_abandon(void) {
         driver().cuGraphDestroy(partial);
       return int32_t(LINFUSE_OK);
     });
-    std::lock_guard<std::mutex> lock(graphMutex);
     dropCapture();
   }
   finishCall();

@@ -170,6 +170,17 @@ CUstream streamOr(CUstream requested, const char *fn);
 /// Whether `stream` is the runtime's stream (which is never destroyed).
 bool isRuntimeStream(CUstream stream);
 
+/// Runs `body(stream)`, which returns a status, with the context current;
+/// `stream` is `requested`, or the runtime's stream if that is null.
+template <typename Body>
+int32_t inContext(const char *fn, CUstream requested, Body body) {
+  ScopedContext context(fn);
+  if (context.status())
+    return context.status();
+  CUstream stream = streamOr(requested, fn);
+  return stream ? body(stream) : LINFUSE_ERROR_BACKEND;
+}
+
 /// The ordinal of the device acquireDevice chose (valid after it
 /// succeeded).
 int deviceOrdinal();

@@ -162,21 +162,13 @@ bool denseExtent(const char *fn, int64_t rank,
   return true;
 }
 
-/// Runs `body(stream)`, which returns a status, with the context current;
-/// `stream` is `requested`, or the runtime's stream if that is null.
-template <typename Body>
-int32_t inContext(const char *fn, CUstream requested, Body body) {
-  ScopedContext context(fn);
-  if (context.status())
-    return context.status();
-  CUstream stream = streamOr(requested, fn);
-  return stream ? body(stream) : LINFUSE_ERROR_BACKEND;
-}
-
 /// Runs the driver call `call(stream)` (see inContext); a failure is
-/// recorded as "<fn>: <name> failed: <error>". True if it succeeded.
+/// recorded as "<fn>: <name> failed: <error>". True if it succeeded. While
+/// a function graph is replayed this enqueues nothing: the capture did.
 template <typename Call>
 bool runOn(const char *fn, CUstream stream, const char *name, Call call) {
+  if (replaying())
+    return true;
   return inContext(fn, stream, [&](CUstream s) {
            return check(call(s), fn, name);
          }) == LINFUSE_OK;
@@ -402,8 +394,6 @@ extern "C" LINFUSE_RUNTIME_EXPORT void mgpuStreamDestroy(CUstream stream) {
 }
 
 extern "C" LINFUSE_RUNTIME_EXPORT void mgpuStreamSynchronize(CUstream stream) {
-  if (replaying())
-    return;
   runOn("mgpuStreamSynchronize", stream, "cuStreamSynchronize", [](CUstream s) {
     return isCapturing(s) ? CUDA_SUCCESS : driver().cuStreamSynchronize(s);
   });
@@ -411,8 +401,6 @@ extern "C" LINFUSE_RUNTIME_EXPORT void mgpuStreamSynchronize(CUstream stream) {
 
 extern "C" LINFUSE_RUNTIME_EXPORT void mgpuStreamWaitEvent(CUstream stream,
                                                            CUevent event) {
-  if (replaying())
-    return;
   runOn("mgpuStreamWaitEvent", stream, "cuStreamWaitEvent", [&](CUstream s) {
     return driver().cuStreamWaitEvent(s, event, /*flags=*/0);
   });
@@ -443,8 +431,6 @@ extern "C" LINFUSE_RUNTIME_EXPORT void mgpuEventSynchronize(CUevent event) {
 
 extern "C" LINFUSE_RUNTIME_EXPORT void mgpuEventRecord(CUevent event,
                                                        CUstream stream) {
-  if (replaying())
-    return;
   runOn("mgpuEventRecord", stream, "cuEventRecord",
         [&](CUstream s) { return driver().cuEventRecord(event, s); });
 }
@@ -532,7 +518,7 @@ extern "C" LINFUSE_RUNTIME_EXPORT void mgpuMemFree(void *ptr,
 /// synchronize the stream before it reads a device-to-host copy.
 extern "C" LINFUSE_RUNTIME_EXPORT void
 mgpuMemcpy(void *dst, void *src, size_t sizeBytes, CUstream stream) {
-  if (sizeBytes != 0 && !replaying())
+  if (sizeBytes != 0)
     runOn("mgpuMemcpy", stream, "cuMemcpyAsync", [&](CUstream s) {
       return driver().cuMemcpyAsync(devicePtr(dst), devicePtr(src), sizeBytes,
                                     s);
@@ -541,7 +527,7 @@ mgpuMemcpy(void *dst, void *src, size_t sizeBytes, CUstream stream) {
 
 extern "C" LINFUSE_RUNTIME_EXPORT void
 mgpuMemset32(void *dst, unsigned int value, size_t count, CUstream stream) {
-  if (count != 0 && !replaying())
+  if (count != 0)
     runOn("mgpuMemset32", stream, "cuMemsetD32Async", [&](CUstream s) {
       return driver().cuMemsetD32Async(devicePtr(dst), value, count, s);
     });
@@ -549,7 +535,7 @@ mgpuMemset32(void *dst, unsigned int value, size_t count, CUstream stream) {
 
 extern "C" LINFUSE_RUNTIME_EXPORT void
 mgpuMemset16(void *dst, unsigned short value, size_t count, CUstream stream) {
-  if (count != 0 && !replaying())
+  if (count != 0)
     runOn("mgpuMemset16", stream, "cuMemsetD16Async", [&](CUstream s) {
       return driver().cuMemsetD16Async(devicePtr(dst), value, count, s);
     });

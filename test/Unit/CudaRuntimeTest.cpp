@@ -826,10 +826,11 @@ struct GraphedFunction {
                      int64_t(uintptr_t(b1.device)),
                      int64_t(uintptr_t(w2.device)),
                      extra};
-    if (graph)
+    if (graph) {
       EXPECT_EQ(linfuse_cuda_function_begin(uintptr_t(&slot), key, 7),
                 LINFUSE_OK)
           << lastMessage();
+    }
     void *tmp =
         mgpuMemAlloc(tmpBytes ? tmpBytes : uint64_t(m * h * 4), nullptr, false);
     void *y = mgpuMemAlloc(uint64_t(m * n * 4), nullptr, false);

@@ -179,26 +179,6 @@ def test_numerics_against_numpy_dynamic_batch(rng, rows):
         np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-5)
 
 
-def test_merged_results_are_views_of_one_buffer(rng):
-    # q, k and v are returned in place (--linfuse-return-views): strided
-    # views of the merged GEMM's output, sharing it but no element, kept
-    # alive by whichever of them lives longest.
-    fn = linfuse.compile(QKV, entry="qkv").qkv
-    ws = qkv_weights(rng)
-    x = rng.standard_normal((5, 32)).astype(np.float32)
-    q, k, v = fn(x, *ws)
-    want = qkv_reference(x, ws)
-    assert not q.flags.c_contiguous and q.strides == (48 * 4, 4)
-    assert np.may_share_memory(q, k) and not np.shares_memory(q, k)
-    assert not np.shares_memory(k, v)
-    q[:] = -1
-    del q
-    import gc
-    gc.collect()
-    np.testing.assert_allclose(k, want[1], rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(v, want[2], rtol=1e-5, atol=1e-5)
-
-
 def test_unoptimized_reference_agrees(rng):
     ws = qkv_weights(rng)
     x = rng.standard_normal((5, 32)).astype(np.float32)
@@ -261,17 +241,26 @@ def test_non_contiguous_and_list_inputs(rng):
 
 
 def test_results_own_their_memory(rng):
+    # q, k and v are returned in place (--linfuse-return-views): strided
+    # views of the merged GEMM's output, sharing it but no element, kept
+    # alive by whichever of them lives longest.
     fn = linfuse.compile(QKV, entry="qkv").qkv
     ws = qkv_weights(rng)
     x = rng.standard_normal((3, 32)).astype(np.float32)
     q, k, v = fn(x, *ws)
     want = qkv_reference(x, ws)
+    assert not q.flags.c_contiguous and q.strides == (48 * 4, 4)
+    assert np.may_share_memory(q, k) and not np.shares_memory(q, k)
+    assert not np.shares_memory(k, v)
     del fn                                # results outlive the function
     import gc
     gc.collect()
     np.testing.assert_allclose(v, want[2], rtol=1e-5, atol=1e-5)
     q[:] = 0                              # writable, and independent of k
+    del q                                 # k and v keep the buffer alive
+    gc.collect()
     np.testing.assert_allclose(k, want[1], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(v, want[2], rtol=1e-5, atol=1e-5)
 
 
 def test_torch_tensors_through_dlpack(rng):

@@ -300,8 +300,9 @@ LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_graph_destroy(const char *key);
  * linfuse_cuda_function_abandon() ends this thread's call after its body
  * was left without reaching _end (a failed assertion the caller trapped),
  * discarding a capture in progress. */
-LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_function_begin(
-    uintptr_t slot, const int64_t *key, int64_t key_length);
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_function_begin(uintptr_t slot,
+                                                           const int64_t *key,
+                                                           int64_t key_length);
 LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_function_end(uintptr_t slot);
 LINFUSE_RUNTIME_EXPORT void linfuse_cuda_function_abandon(void);
 
