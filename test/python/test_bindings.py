@@ -331,7 +331,8 @@ def _peak_rss_mib():
 def test_large_inputs_are_read_in_place(kind):
     # A 512 MiB input: a copy would raise the process's peak memory by as
     # much; read in place, the call adds its 512 KiB result and what OpenBLAS
-    # allocates for itself on a first large GEMM (80 MiB seen here).
+    # allocates for itself on a first large GEMM (80 MiB seen on AMD EPYC,
+    # 224 MiB on an AVX-512 Xeon).
     fn = linfuse.compile(ROW_SUMS).row_sums
     rows = 128 * 1024
     if kind == "torch":
@@ -347,7 +348,7 @@ def test_large_inputs_are_read_in_place(kind):
     y = fn(x, w)
     grown = _peak_rss_mib() - before
     assert y.shape == (rows, 1) and float(y[-1, 0]) == 512.0
-    assert grown < 200, f"peak memory grew by {grown:.0f} MiB during the call"
+    assert grown < 384, f"peak memory grew by {grown:.0f} MiB during the call"
 
 
 def test_loaded_weights_are_kept_alive(rng):
