@@ -37,13 +37,14 @@ import math
 import operator
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 import sympy
 import torch
 
-__all__ = ["UnsupportedOperatorError", "ImportedProgram", "import_program"]
+__all__ = ["UnsupportedOperatorError", "ImportedProgram", "GraphInput", "import_program",
+           "import_graph", "HANDLED_OPS"]
 
 
 class UnsupportedOperatorError(Exception):
@@ -54,10 +55,17 @@ class UnsupportedOperatorError(Exception):
     """
 
     def __init__(self, message: str, *, op: Optional[str] = None,
-                 location: Optional[str] = None):
+                 location: Optional[str] = None, node: Optional[str] = None):
         super().__init__(message)
         self.op = op
         self.location = location
+        #: The FX node that could not be translated (its name), when known:
+        #: the partitioner leaves that node to PyTorch and tries again.
+        self.node = node
+        #: Every unsupported operator found, as (op, location) pairs (a
+        #: strict import lists them all at once).
+        self.unsupported: list[tuple[str, Optional[str]]] = (
+            [(op, location)] if op else [])
 
 
 @dataclass
@@ -68,6 +76,23 @@ class ImportedProgram:
     input_types: list[str]       # e.g. "?x?x64xf32"
     output_names: list[str]
     num_constants: int           # weights/buffers embedded
+    # Placeholders passed as `linfuse.weight` arguments (import_graph), in
+    # argument order; the function's arguments are input_names + weight_names
+    # in placeholder order (see `arguments`).
+    weight_names: list[str] = field(default_factory=list)
+    # Every function argument's placeholder name, in order.
+    arguments: list[str] = field(default_factory=list)
+
+
+@dataclass
+class GraphInput:
+    """A placeholder of the graph given to `import_graph`: a run-time
+    input, a weight (a `linfuse.weight` argument: packed once, see
+    docs/LiftWeightPacking.md) or a constant embedded in the module."""
+    name: str
+    kind: str                    # "input" | "weight" | "constant"
+    value: Optional[torch.Tensor] = None   # for constants
+    target: Optional[str] = None           # a constant's name in the model ("q.weight")
 
 
 # ---------------------------------------------------------------------------
@@ -709,9 +734,10 @@ _SYM_FUNCS = {operator.mul, operator.add, operator.sub, operator.floordiv,
 
 
 class _Importer:
-    def __init__(self, ep: "torch.export.ExportedProgram", func_name: str):
-        self.ep = ep
+    def __init__(self, graph: "torch.fx.Graph", func_name: str, owner=None):
+        self.graph = graph
         self.func_name = func_name
+        self.owner = owner            # the module holding get_attr targets
         self.fb = _FuncBuilder()
         self.env: dict[str, Any] = {}
         self.handlers: dict[str, Callable] = {
@@ -734,6 +760,7 @@ class _Importer:
             "aten.expand": self._expand,
             "aten.add": self._add,
             "aten.sub": self._sub,
+            "aten.rsub": self._rsub,
             "aten.mul": self._mul,
             "aten.div": self._div,
             "aten.neg": self._unary("neg"),
@@ -742,6 +769,16 @@ class _Importer:
             "aten.silu": self._unary("silu"),
             "aten.sigmoid": self._unary("sigmoid"),
             "aten.tanh": self._unary("tanh"),
+            "aten.rsqrt": self._unary("rsqrt"),
+            "aten.sqrt": self._unary("sqrt"),
+            "aten.exp": self._unary("exp"),
+            "aten.erf": self._unary("erf"),
+            "aten.reciprocal": self._unary("reciprocal"),
+            "aten.pow": self._pow,
+            "aten.mean": self._mean,
+            "aten.sum": self._sum,
+            "aten.native_layer_norm": self._native_layer_norm,
+            "aten.layer_norm": self._layer_norm,
             "aten.split": self._split,
             "aten.split_with_sizes": self._split,
             "aten.chunk": self._split,
@@ -758,6 +795,7 @@ class _Importer:
             "aten._to_copy": self._to,
             "aten.to": self._to,
             "aten.type_as": self._to,
+            "prims.convert_element_type": self._to,
         }
 
     # -- errors and locations ----------------------------------------------
@@ -778,11 +816,30 @@ class _Importer:
         op = _op_name(node.target) if node.op == "call_function" else node.op
         where = self.where(node)
         at = f" (at {where})" if where else f" (node {node.name})"
-        supported = ", ".join(self.handlers)
         detail = f": {why}" if why else ""
         return UnsupportedOperatorError(
-            f"linfuse.torch: {op} is not supported{detail}{at}; supported: {supported}",
-            op=op, location=where)
+            f"linfuse.torch: {op} is not supported{detail}{at}",
+            op=op, location=where, node=node.name)
+
+    def unsupported_all(self, nodes: list) -> UnsupportedOperatorError:
+        """One error listing every unsupported operator (each op once, with
+        the source lines it appears at)."""
+        if len(nodes) == 1:
+            err = self.unsupported(nodes[0])
+            err.args = (err.args[0] + f"; supported: {', '.join(self.handlers)}",)
+            return err
+        by_op: dict[str, list[str]] = {}
+        for n in nodes:
+            by_op.setdefault(_op_name(n.target), []).append(self.where(n) or f"node {n.name}")
+        listed = "; ".join(f"{op} (at {', '.join(dict.fromkeys(wheres))})"
+                           for op, wheres in by_op.items())
+        err = UnsupportedOperatorError(
+            f"linfuse.torch: {len(by_op)} operators are not supported: {listed}",
+            op=_op_name(nodes[0].target), location=self.where(nodes[0]),
+            node=nodes[0].name)
+        err.unsupported = [(op, self.where(n)) for n in nodes
+                           for op in [_op_name(n.target)]]
+        return err
 
     # -- graph walking ------------------------------------------------------
     def tensor_meta(self, node):
@@ -793,7 +850,7 @@ class _Importer:
             if node.op == "placeholder":
                 raise UnsupportedOperatorError(
                     f"linfuse.torch: input {node.name} has dtype {val.dtype}; supported: "
-                    f"float32, float16, bfloat16", op=None, location=None)
+                    f"float32, float16, bfloat16", op=None, location=None, node=node.name)
             raise self.unsupported(
                 node, f"a result of dtype {val.dtype} (supported: float32, float16, "
                 f"bfloat16)")
@@ -818,54 +875,54 @@ class _Importer:
             raise self.unsupported(node, f"expected a tensor operand, got {type(v).__name__}")
         return v
 
-    def run(self) -> ImportedProgram:
-        ep = self.ep
-        sig = ep.graph_signature
-        from torch.export.graph_signature import InputKind, OutputKind
-
-        const_specs = {}
-        user_inputs = []
-        for spec in sig.input_specs:
-            name = getattr(spec.arg, "name", None)
-            if spec.kind == InputKind.USER_INPUT:
-                user_inputs.append(name)
-            elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER,
-                               InputKind.CONSTANT_TENSOR):
-                const_specs[name] = spec.target
-            elif spec.kind == InputKind.TOKEN:
-                pass
-            else:
-                raise UnsupportedOperatorError(
-                    f"linfuse.torch: input {name} of kind {spec.kind.name} is not supported")
-        for spec in sig.output_specs:
-            if spec.kind != OutputKind.USER_OUTPUT:
-                raise UnsupportedOperatorError(
-                    f"linfuse.torch: output {getattr(spec.arg, 'name', '?')} of kind "
-                    f"{spec.kind.name} (in-place updates of inputs or buffers) is not "
-                    f"supported")
-
-        # Unsupported operators first: they say more than a dtype error would.
-        for node in ep.graph.nodes:
+    def unsupported_nodes(self) -> list:
+        """The call_function nodes whose operator has no handler."""
+        bad = []
+        for node in self.graph.nodes:
             if node.op == "call_function" and node.target is not operator.getitem:
                 pkt = _packet_name(node.target)
                 if pkt not in self.handlers and not self._ignorable(node, pkt):
-                    raise self.unsupported(node)
+                    bad.append(node)
+        return bad
 
-        nodes = {n.name: n for n in ep.graph.nodes}
-        args_text, input_names, input_types = [], [], []
-        for name in user_inputs:
-            node = nodes[name]
+    def run(self, inputs: Sequence[GraphInput]) -> ImportedProgram:
+        # Unsupported operators first, all of them: they say more than a
+        # dtype error would.
+        bad = self.unsupported_nodes()
+        if bad:
+            raise self.unsupported_all(bad)
+
+        nodes = {n.name: n for n in self.graph.nodes}
+        args_text, input_names, input_types, weight_names, arguments = [], [], [], [], []
+        for inp in inputs:
+            node = nodes[inp.name]
+            if inp.kind == "constant":
+                self.constant(node, inp.target or inp.name, inp.value)
+                continue
             meta = self.tensor_meta(node)
             if meta is None:
-                continue       # a non-tensor input (specialized by torch.export)
+                continue       # a non-tensor input (a size, or specialized)
             shape, dtype = meta
+            name = inp.name
             self.fb.reserve(name)
             ssa = "%" + _sanitize(name)
             t = _ttype(shape, dtype)
-            args_text.append(f"{ssa}: {t} loc({_quote(name)})")
-            input_names.append(name)
+            attrs = " {linfuse.weight}" if inp.kind == "weight" else ""
+            args_text.append(f"{ssa}: {t}{attrs} loc({_quote(name)})")
+            arguments.append(name)
+            if inp.kind == "weight":
+                weight_names.append(name)
+            else:
+                input_names.append(name)
             input_types.append(t[len("tensor<"):-1])
-            self.env[name] = _TV(shape, dtype, ssa, loc=f"loc({_quote(name)})", hint=name)
+            tv = _TV(shape, dtype, ssa, loc=f"loc({_quote(name)})", hint=name)
+            self.env[name] = tv
+            if inp.kind != "weight" and tv.rank >= 3:
+                # Activations [..., K] are read as rows [M, K] (the form the
+                # merge and fold passes look at); element-wise work stays on
+                # the rows.
+                groups = [list(range(tv.rank - 1)), [tv.rank - 1]]
+                tv.expand_of = (self.fb.collapse(tv, groups, tv.loc), groups)
             for i, d in enumerate(shape):
                 if _is_static(d):
                     continue
@@ -878,10 +935,13 @@ class _Importer:
                         a_, b_ = (int(c) for c in poly.all_coeffs())
                         self.fb.add_symbol_source(s, ssa, t, i, a_, b_)
 
-        for node in ep.graph.nodes:
+        for node in self.graph.nodes:
             if node.op == "placeholder":
-                if node.name in const_specs:
-                    self.constant(node, const_specs[node.name])
+                continue
+            if node.op == "get_attr":
+                value = getattr(self.owner, node.target, None) if self.owner is not None \
+                    else None
+                self.constant(node, node.target, value)
                 continue
             if node.op == "output":
                 outputs = node.args[0]
@@ -898,7 +958,7 @@ class _Importer:
             if not isinstance(o, torch.fx.Node) or not isinstance(self.env.get(o.name), _TV):
                 raise UnsupportedOperatorError(
                     f"linfuse.torch: output {o!r} is not a tensor; only tensor outputs "
-                    f"are supported")
+                    f"are supported", node=getattr(o, "name", None))
             tv = self.env[o.name]
             results.append(self.fb.value(tv))
             out_types.append(_ttype(tv.shape, tv.dtype))
@@ -934,20 +994,18 @@ class _Importer:
             input_types=input_types,
             output_names=out_names,
             num_constants=len(self.fb.embedded),
+            weight_names=weight_names,
+            arguments=arguments,
         )
 
-    def constant(self, node, target: str):
-        ep = self.ep
-        if target in ep.state_dict:
-            t = ep.state_dict[target]
-        elif target in ep.constants:
-            t = ep.constants[target]
-        else:
+    def constant(self, node, target: str, t):
+        if t is None:
             raise UnsupportedOperatorError(
-                f"linfuse.torch: no value for the constant {target}")
+                f"linfuse.torch: no value for the constant {target}", node=node.name)
         if not isinstance(t, torch.Tensor):
             raise UnsupportedOperatorError(
-                f"linfuse.torch: constant {target} is a {type(t).__name__}, not a tensor")
+                f"linfuse.torch: constant {target} is a {type(t).__name__}, not a tensor",
+                node=node.name)
         t = t.detach()
         if t.dtype not in _DTYPES:
             # Reported where it is used (models often carry unused integer
@@ -992,17 +1050,35 @@ class _Importer:
             raise self.unsupported(node)
         if pkt == "aten.view" and getattr(target, "_overloadname", "") == "dtype":
             raise self.unsupported(node, "reinterpreting the bits as another dtype")
-        result = handler(node)
+        try:
+            result = handler(node)
+        except UnsupportedOperatorError as err:
+            if err.node is None:
+                err.node = node.name
+            raise
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError,
+                ZeroDivisionError, sympy.SympifyError, sympy.PolynomialError) as err:
+            # A form the handler does not expect: unsupported, never a
+            # traceback from inside the importer.
+            raise self.unsupported(node, f"this form ({type(err).__name__}: {err})") from err
+        # A safety net: a translation that disagrees with what torch
+        # computed is refused, never emitted.
+        val = node.meta.get("val")
         if isinstance(result, _TV):
-            # A safety net: a translation that disagrees with what torch
-            # computed is refused, never emitted.
-            meta = self.tensor_meta(node)
-            if meta is not None and (not _same_shape(result.shape, meta[0])
-                                     or result.dtype != meta[1]):
-                raise self.unsupported(
-                    node, f"this form (translated to {_ttype(result.shape, result.dtype)}, "
-                    f"torch computes {_ttype(meta[0], meta[1])})")
+            self._check_result(node, result, self.tensor_meta(node))
+        elif isinstance(result, list) and isinstance(val, (list, tuple)):
+            for r, v in zip(result, val):
+                if isinstance(r, _TV) and isinstance(v, torch.Tensor):
+                    self._check_result(node, r, (tuple(_dim_expr(d) for d in v.shape),
+                                                 _DTYPES.get(v.dtype)))
         self.env[node.name] = result
+
+    def _check_result(self, node, result: _TV, meta):
+        if meta is not None and (not _same_shape(result.shape, meta[0])
+                                 or result.dtype != meta[1]):
+            raise self.unsupported(
+                node, f"this form (translated to {_ttype(result.shape, result.dtype)}, "
+                f"torch computes {_ttype(meta[0], meta[1]) if meta[1] else meta[0]})")
 
     @staticmethod
     def _ignorable(node, pkt) -> bool:
@@ -1088,9 +1164,10 @@ class _Importer:
             trailing += 1
         for t in tensors:
             if t.rank == rank:
-                if not _same_shape(t.shape, out_shape):
-                    return None
                 if t.expand_of is not None and t.expand_of[1] != groups:
+                    return None
+                if not _same_shape(t.shape, out_shape) and not (
+                        t.expand_of is not None and _row_broadcast(t.shape, out_shape, groups)):
                     return None
             elif t.rank > trailing:
                 return None
@@ -1453,8 +1530,181 @@ class _Importer:
             shape, dtype = self.out_meta(node)
             x = self.tensor_arg(node, node.args[0])
             return self.elementwise(shape, dtype, [x], _UNARY[kind], loc, node.name,
-                                    transcendental=kind in ("silu", "sigmoid", "tanh"))
+                                    transcendental=kind in _TRANSCENDENTAL)
         return handler
+
+    def _rsub(self, node):
+        # rsub(x, other, alpha) = other - alpha * x
+        loc = self.loc(node)
+        shape, dtype = self.out_meta(node)
+        x = self.arg(node, node.args[0])
+        other = self.arg(node, node.args[1])
+        alpha = node.kwargs.get("alpha", node.args[2] if len(node.args) > 2 else 1)
+        if not isinstance(alpha, (int, float)) or isinstance(alpha, bool):
+            raise self.unsupported(node, "a non-constant alpha")
+        for v in (x, other):
+            if not isinstance(v, (_TV, int, float)) or isinstance(v, bool):
+                raise self.unsupported(node, f"operand of type {type(v).__name__}")
+        return self.elementwise(shape, dtype, [other, x], _binary_body("sub", alpha), loc,
+                                node.name)
+
+    def _pow(self, node):
+        loc = self.loc(node)
+        shape, dtype = self.out_meta(node)
+        x = self.arg(node, node.args[0])
+        e = node.args[1] if len(node.args) > 1 else node.kwargs.get("exponent")
+        if not isinstance(x, _TV) or not isinstance(e, (int, float)) or isinstance(e, bool):
+            raise self.unsupported(node, "only a tensor to a constant power")
+        e = float(e)
+        if e == 1.0:
+            return self._cast(x, dtype, loc, node.name)
+        if e.is_integer() and 2 <= e <= 4:
+            return self.elementwise(shape, dtype, [x], _powi(int(e)), loc, node.name)
+        special = {0.5: _UNARY["sqrt"], -0.5: _UNARY["rsqrt"], -1.0: _reciprocal}
+        fn = special.get(e, _powf(e))
+        return self.elementwise(shape, dtype, [x], fn, loc, node.name, transcendental=True)
+
+    # -- handlers: reductions and norms -------------------------------------------------
+    def _reduce_dims(self, node, x: _TV):
+        dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+        if dims is None or dims == []:
+            return list(range(x.rank))
+        if isinstance(dims, int):
+            dims = [dims]
+        return sorted({int(d) % max(x.rank, 1) for d in dims})
+
+    def _mean(self, node):
+        return self._reduction(node, mean=True)
+
+    def _sum(self, node):
+        return self._reduction(node, mean=False)
+
+    def _reduction(self, node, mean: bool):
+        loc = self.loc(node)
+        shape, dtype = self.out_meta(node)
+        x = self.tensor_arg(node, node.args[0])
+        if node.kwargs.get("dtype") is not None and _DTYPES.get(node.kwargs["dtype"]) != dtype:
+            raise self.unsupported(node, "a dtype argument")
+        keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+        return self.reduce(x, self._reduce_dims(node, x), bool(keepdim), shape, dtype,
+                           mean, loc, node.name)
+
+    def reduce(self, x: _TV, dims: list[int], keepdim: bool, shape, dtype: str,
+               mean: bool, loc: str, hint: str) -> _TV:
+        """sum (or mean) of `x` over `dims`, accumulated in f32 for f16/bf16
+        (torch's opmath), as a [..] or keepdim [.., 1] `shape` of `dtype`.
+        Reductions over trailing dims of rows stay on the rows."""
+        acc = "f32" if x.dtype in _HALF else x.dtype
+        count = _prod([x.shape[d] for d in dims])
+        if mean and not _is_static(count):
+            raise UnsupportedOperatorError(
+                "linfuse.torch: a mean over a dynamic number of elements")
+        src, src_dims, groups = x, dims, None
+        if x.expand_of is not None:
+            base, g = x.expand_of
+            reduced = [i for i, grp in enumerate(g) if any(d in grp for d in dims)]
+            if reduced == list(range(len(g) - len(reduced), len(g))) and \
+                    all(len(g[i]) == 1 for i in reduced):
+                src, src_dims, groups = base, reduced, g
+        r = self._reduce_sum(src, src_dims, acc, loc, hint)
+        if mean and int(count) != 1:
+            r = self._elementwise(r.shape, acc, acc, [r, float(int(count))],
+                                  _binary_body("div"), loc, hint + "_mean")
+        r = self._cast(r, dtype, loc, hint + "_cast")
+        if groups is not None:
+            if keepdim:
+                kept = list(src.shape)
+                for i in src_dims:
+                    kept[i] = sympy.Integer(1)
+                r = self.fb.reshape(r, tuple(kept), loc, hint)
+                return self.fb.expand(r, groups, shape, loc, hint)
+            left = [grp for i, grp in enumerate(groups) if i not in src_dims]
+            if left and not _same_shape(r.shape, shape):
+                return self.fb.expand(r, left, shape, loc, hint)
+        return self.fb.reshape(r, shape, loc, hint)
+
+    def _reduce_sum(self, x: _TV, dims: list[int], acc: str, loc: str, hint: str) -> _TV:
+        rank = x.rank
+        red = set(dims)
+        out_shape = tuple(x.shape[i] for i in range(rank) if i not in red)
+        all_d = ", ".join(f"d{i}" for i in range(rank))
+        kept_d = ", ".join(f"d{i}" for i in range(rank) if i not in red)
+        in_map = self.fb.map_alias(f"affine_map<({all_d}) -> ({all_d})>")
+        out_map = self.fb.map_alias(f"affine_map<({all_d}) -> ({kept_d})>")
+        iters = ", ".join('"reduction"' if i in red else '"parallel"' for i in range(rank))
+        src = self.fb.value(x)
+        zero = self.fb.scalar_const(0.0, acc)
+        init = self.fb.empty(out_shape, acc, loc)
+        out_t = _ttype(out_shape, acc)
+        fill = self.fb.emit("fill", f"linalg.fill ins({zero} : {acc}) outs({init} : {out_t})"
+                            f" -> {out_t}", loc)
+        b = _Body(self.fb, loc)
+        a_in, a_out = self.fb.fresh("in"), self.fb.fresh("acc")
+        s = b.bin("arith.addf", b.cast(a_in, x.dtype, acc), a_out, acc)
+        name = self.fb.fresh(hint + "_sum")
+        self.fb.lines.append(
+            f"    {name} = linalg.generic {{indexing_maps = [{in_map}, {out_map}], "
+            f"iterator_types = [{iters}]}} ins({src} : {_ttype(x.shape, x.dtype)}) "
+            f"outs({fill} : {out_t}) {{")
+        self.fb.lines.append(f"    ^bb0({a_in}: {x.dtype}, {a_out}: {acc}):")
+        self.fb.lines.extend(b.lines)
+        self.fb.lines.append(f"      linalg.yield {s} : {acc} {loc}")
+        self.fb.lines.append(f"    }} -> {out_t} {loc}")
+        return _TV(out_shape, acc, name, loc=loc)
+
+    def layer_norm(self, node, x: _TV, normalized_shape, w, b, eps, loc: str):
+        """(out, mean, rstd) of a layer norm over the last dim, computed in
+        f32 for f16/bf16 inputs and rounded once, as torch does."""
+        if len(normalized_shape) != 1 or not _same_dim(sympy.Integer(int(normalized_shape[0])),
+                                                       x.shape[-1]):
+            raise self.unsupported(node, "a norm over more than the last dimension")
+        if not isinstance(eps, (int, float)):
+            raise self.unsupported(node, "a non-constant eps")
+        hint = node.name
+        compute = "f32" if x.dtype in _HALF else x.dtype
+        last = x.rank - 1
+        keep = tuple(x.shape[:-1]) + (sympy.Integer(1),)
+        xf = self._cast(x, compute, loc, hint + "_x")
+        mean = self.reduce(xf, [last], True, keep, compute, True, loc, hint + "_mean")
+        d = self.elementwise(x.shape, compute, [xf, mean], _binary_body("sub"), loc,
+                             hint + "_centered")
+        sq = self.elementwise(x.shape, compute, [d], _powi(2), loc, hint + "_sq")
+        var = self.reduce(sq, [last], True, keep, compute, True, loc, hint + "_var")
+        rstd = self.elementwise(keep, compute, [var, float(eps)],
+                                lambda bb, v, t: bb.un("math.rsqrt", bb.bin(
+                                    "arith.addf", v[0], v[1], t), t), loc, hint + "_rstd")
+        out = self.elementwise(x.shape, compute, [d, rstd], _binary_body("mul"), loc,
+                               hint + "_normed")
+        if w is not None:
+            out = self.elementwise(x.shape, compute, [out, w], _binary_body("mul"), loc,
+                                   hint + "_scaled")
+        if b is not None:
+            out = self.elementwise(x.shape, compute, [out, b], _binary_body("add"), loc,
+                                   hint + "_shifted")
+        return self._cast(out, x.dtype, loc, hint), mean, rstd
+
+    def _layer_norm_args(self, node):
+        x = self.tensor_arg(node, node.args[0])
+        shape = node.args[1]
+        get = lambda i, k, d=None: node.args[i] if len(node.args) > i else node.kwargs.get(k, d)
+        w, b = get(2, "weight"), get(3, "bias")
+        w = self.tensor_arg(node, w) if w is not None else None
+        b = self.tensor_arg(node, b) if b is not None else None
+        return x, shape, w, b, get(4, "eps", 1e-5)
+
+    def _native_layer_norm(self, node):
+        loc = self.loc(node)
+        x, shape, w, b, eps = self._layer_norm_args(node)
+        out, mean, rstd = self.layer_norm(node, x, shape, w, b, eps, loc)
+        stats = []
+        for value, v in zip((mean, rstd), node.meta["val"][1:]):
+            stats.append(self._cast(value, _DTYPES[v.dtype], loc, node.name + "_stat"))
+        return [out] + stats
+
+    def _layer_norm(self, node):
+        loc = self.loc(node)
+        x, shape, w, b, eps = self._layer_norm_args(node)
+        return self.layer_norm(node, x, shape, w, b, eps, loc)[0]
 
     def _gelu(self, node):
         loc = self.loc(node)
@@ -1466,6 +1716,18 @@ class _Importer:
             raise self.unsupported(node, f"approximate={approximate!r}")
         fn = _gelu_tanh if approximate == "tanh" else _gelu_erf
         return self.elementwise(shape, dtype, [x], fn, loc, node.name, transcendental=True)
+
+
+def _row_broadcast(shape, out_shape, groups) -> bool:
+    """`shape` broadcasts to `out_shape` on the flat rows of `groups`: it
+    differs only by size-1 dims that are groups of their own (a keepdim
+    reduction's [b, s, 1] against [b, s, K])."""
+    for g in groups:
+        if all(_same_dim(shape[i], out_shape[i]) for i in g):
+            continue
+        if len(g) != 1 or not (_is_static(shape[g[0]]) and int(shape[g[0]]) == 1):
+            return False
+    return True
 
 
 def _broadcast_batch(a: Sequence[Dim], b: Sequence[Dim]):
@@ -1548,20 +1810,98 @@ def _gelu_tanh(b: _Body, v, t):
     return b.bin("arith.mulf", h, p, t)
 
 
-_UNARY = {"relu": _relu, "neg": _neg, "sigmoid": _sigmoid, "silu": _silu, "tanh": _tanh}
+def _math(op: str):
+    return lambda b, v, t: b.un(op, v[0], t)
+
+
+def _reciprocal(b: _Body, v, t):
+    return b.bin("arith.divf", b.const(1.0, t), v[0], t)
+
+
+_UNARY = {"relu": _relu, "neg": _neg, "sigmoid": _sigmoid, "silu": _silu, "tanh": _tanh,
+          "rsqrt": _math("math.rsqrt"), "sqrt": _math("math.sqrt"), "exp": _math("math.exp"),
+          "erf": _math("math.erf"), "reciprocal": _reciprocal}
+# Computed in f32 for f16/bf16 operands (torch's opmath), rounded once.
+_TRANSCENDENTAL = {"silu", "sigmoid", "tanh", "rsqrt", "sqrt", "exp", "erf", "reciprocal"}
+
+
+def _powi(n: int):
+    """x**n for a small positive integer n, by repeated multiplication."""
+    def fn(b: _Body, v, t):
+        r = v[0]
+        for _ in range(n - 1):
+            r = b.bin("arith.mulf", r, v[0], t)
+        return r
+    return fn
+
+
+def _powf(exponent: float):
+    def fn(b: _Body, v, t):
+        return b.bin("math.powf", v[0], b.const(exponent, t), t)
+    return fn
 
 
 def import_program(ep: "torch.export.ExportedProgram", *,
                    func_name: str = "forward") -> ImportedProgram:
     """Translate `ep` (as `torch.export.export` returns it, with or without
-    `run_decompositions()`) into MLIR text for linfuse-opt / linfuse-run.
+    `run_decompositions()`) into MLIR text for linfuse-opt / linfuse-run,
+    with its parameters and buffers as constants.
 
-    Raises UnsupportedOperatorError naming the first operator (or dtype, or
-    graph feature) that cannot be expressed, and where it came from.
+    Raises UnsupportedOperatorError listing every operator that cannot be
+    expressed, and where each came from (or the first dtype or graph feature
+    that cannot).
     """
     if not isinstance(ep, torch.export.ExportedProgram):
         raise TypeError(f"import_program expects a torch.export.ExportedProgram, got "
                         f"{type(ep).__name__}")
+    _check_func_name(func_name)
+    from torch.export.graph_signature import InputKind, OutputKind
+
+    inputs = []
+    for spec in ep.graph_signature.input_specs:
+        name = getattr(spec.arg, "name", None)
+        if spec.kind == InputKind.USER_INPUT:
+            inputs.append(GraphInput(name, "input"))
+        elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER,
+                           InputKind.CONSTANT_TENSOR):
+            value = ep.state_dict.get(spec.target, ep.constants.get(spec.target))
+            inputs.append(GraphInput(name, "constant", value, spec.target))
+        elif spec.kind != InputKind.TOKEN:
+            raise UnsupportedOperatorError(
+                f"linfuse.torch: input {name} of kind {spec.kind.name} is not supported")
+    for spec in ep.graph_signature.output_specs:
+        if spec.kind != OutputKind.USER_OUTPUT:
+            raise UnsupportedOperatorError(
+                f"linfuse.torch: output {getattr(spec.arg, 'name', '?')} of kind "
+                f"{spec.kind.name} (in-place updates of inputs or buffers) is not "
+                f"supported")
+    return _Importer(ep.graph, func_name).run(inputs)
+
+
+def import_graph(gm: "torch.fx.GraphModule", weights: Sequence[str] = (), *,
+                 func_name: str = "forward") -> ImportedProgram:
+    """Translate an ATen-level `torch.fx.GraphModule` (a partition of a
+    torch.compile graph) into MLIR text. Its placeholders become the
+    function's arguments in order; those named in `weights` are marked
+    `linfuse.weight` (packed once, then read by every call); non-tensor
+    placeholders (sizes) are not arguments; `get_attr` tensors are embedded
+    as constants.
+
+    Raises UnsupportedOperatorError whose `node` names the first node that
+    cannot be translated.
+    """
+    _check_func_name(func_name)
+    weights = set(weights)
+    inputs = [GraphInput(n.name, "weight" if n.name in weights else "input")
+              for n in gm.graph.nodes if n.op == "placeholder"]
+    return _Importer(gm.graph, func_name, owner=gm).run(inputs)
+
+
+def _check_func_name(func_name: str) -> None:
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_$.]*", func_name):
         raise ValueError(f"invalid function name {func_name!r}")
-    return _Importer(ep, func_name).run()
+
+
+#: The ATen operator packets ("aten.mm", "prims.convert_element_type") the
+#: importer translates; a node of another operator is left to PyTorch.
+HANDLED_OPS = frozenset(_Importer(torch.fx.Graph(), "f").handlers)
