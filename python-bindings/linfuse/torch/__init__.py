@@ -244,3 +244,28 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[Any] = (),
     timings["compile"] = time.perf_counter() - start
     return CompiledModule(module[imported.func_name], imported, ep, timings,
                           tuple(example_inputs), example_kwargs)
+
+
+from .backend import Backend, CompiledGraph, backend  # noqa: E402
+from . import backend as _backend_module  # noqa: E402
+
+
+def default_backend() -> Backend | None:
+    """The backend `torch.compile(model, backend="linfuse")` used (None
+    before its first compilation): its `.graphs` and `.report`."""
+    return _backend_module.default_backend
+
+
+def _register() -> None:
+    """`backend="linfuse"` for torch.compile. The installed package (and the
+    build tree's dist-info) also declares it as a `torch_dynamo_backends`
+    entry point, which torch finds without importing linfuse first."""
+    from torch._dynamo.backends import registry
+    try:
+        registry.register_backend(_backend_module.linfuse_backend, name="linfuse")
+    except Exception:      # already registered (found through the entry point)
+        pass
+
+
+_register()
+__all__ += ["Backend", "CompiledGraph", "backend", "default_backend"]

@@ -780,6 +780,28 @@ struct FoldLinearSum : RewritePattern {
 // Input scales (norm gamma)
 //===----------------------------------------------------------------------===//
 
+/// Puts `b` where IR computing a new weight of `user` from the load-time
+/// values `weights` can go: right after the last of them defined in
+/// `user`'s block, or at the block's start. Weight work placed just before
+/// its matmul would pin that matmul's new weight there, and a merge of it
+/// with its siblings (Q/K/V after a norm scale is folded into each) must
+/// place the merged GEMM after every weight.
+static void setInsertionPointForWeight(OpBuilder &b, Operation *user,
+                                       ArrayRef<Value> weights) {
+  Block *block = user->getBlock();
+  Operation *anchor = nullptr;
+  for (Value v : weights) {
+    Operation *def = v ? v.getDefiningOp() : nullptr;
+    Operation *inBlock = def ? block->findAncestorOpInBlock(*def) : nullptr;
+    if (inBlock && (!anchor || anchor->isBeforeInBlock(inBlock)))
+      anchor = inBlock;
+  }
+  if (anchor)
+    b.setInsertionPointAfter(anchor);
+  else
+    b.setInsertionPointToStart(block);
+}
+
 /// `y = x * g` whose every user is a constant matmul reading `y` as its LHS:
 /// the scale moves into each user's weight rows.
 struct FoldInputScale : RewritePattern {
@@ -819,8 +841,11 @@ struct FoldInputScale : RewritePattern {
           // Compute every scaled weight before changing anything. Row k of
           // the [K, N] weight is scaled by g[k].
           SmallVector<M, 2> weights;
+          // Where each weight's IR ends: its store goes there.
+          SmallVector<OpBuilder::InsertPoint, 2> ends;
           for (const LinearStep &user : users) {
-            rewriter.setInsertionPoint(user.mm.op);
+            setInsertionPointForWeight(rewriter, user.mm.op,
+                                       {user.mm.rhs, scale->vector});
             alg.loc = user.mm.op->getLoc();
             FailureOr<M> w = loadWeight(alg, user);
             if (succeeded(w))
@@ -828,12 +853,13 @@ struct FoldInputScale : RewritePattern {
             if (failed(w))
               return rewriter.notifyMatchFailure(op, "unreadable constant");
             weights.push_back(std::move(*w));
+            ends.push_back(rewriter.saveInsertionPoint());
           }
-          for (auto [user, w] : llvm::zip_equal(users, weights)) {
+          for (auto [user, w, end] : llvm::zip_equal(users, weights, ends)) {
             // Written back in the layout the matmul reads, so its maps,
             // bias-add and uses stay as they are.
             auto rhsType = cast<RankedTensorType>(user.mm.rhs.getType());
-            rewriter.setInsertionPoint(user.mm.op);
+            rewriter.restoreInsertionPoint(end);
             alg.loc = user.mm.op->getLoc();
             Value weight = alg.store(w, rhsType, user.rhsIsNK);
             rewriter.modifyOpInPlace(user.mm.op, [&] {

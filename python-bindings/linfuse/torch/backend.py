@@ -1,0 +1,296 @@
+"""`torch.compile(model, backend="linfuse")`.
+
+    >>> import torch
+    >>> compiled = torch.compile(model, backend="linfuse", dynamic=True)
+    >>> with torch.no_grad():
+    ...     y = compiled(x)
+
+The backend receives the graph Dynamo captured, lowers it to ATen with AOT
+autograd (no decompositions), and splits it by capability
+(`linfuse.torch.partition`): linfuse compiles the regions with GEMMs on
+weights -- linear layers and the norms, activations, residual adds and
+views around them -- and the rest (attention, softmax, embeddings, masks,
+RoPE tables, collectives, anything unknown) runs on the fallback: Inductor
+by default, or eager PyTorch. Parameters and buffers are weights: each
+partition packs them once (concatenated Q/K/V, norm scales folded in) and
+again only when one changes.
+
+`linfuse.torch.backend(...)` makes a backend with options; it keeps what it
+compiled (`.graphs`, `.report`) for inspection.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+from torch.fx import GraphModule, Node
+
+import linfuse
+
+from .partition import (Partition, describe_unsupported, fallback_regions,
+                        partition_graph)
+from .runtime import CompiledPartition
+
+__all__ = ["Backend", "CompiledGraph", "backend", "linfuse_backend", "compile_graph"]
+
+_FALLBACKS = ("inductor", "eager")
+
+
+@dataclass
+class BackendOptions:
+    """What a backend does; every field can also be given through
+    `torch.compile(..., options={...})`."""
+    target: str = "cpu"              # "cpu" | "cuda"
+    fallback: str = "inductor"       # what runs the rest: "inductor" | "eager"
+    cuda_graph: bool = False         # target "cuda": replay each partition as a CUDA graph
+    optimize: bool = True            # False: partitions compiled without linfuse's merging
+
+    def updated(self, mode: Optional[str], options: Optional[dict]) -> "BackendOptions":
+        out = BackendOptions(**vars(self))
+        for key, value in (options or {}).items():
+            if key not in vars(out):
+                raise linfuse.Error(
+                    f"linfuse backend: unknown option {key!r} (options: "
+                    f"{', '.join(vars(out))})")
+            setattr(out, key, value)
+        if mode not in (None, "default", "reduce-overhead", "max-autotune",
+                        "max-autotune-no-cudagraphs"):
+            raise linfuse.Error(f"linfuse backend: unknown mode {mode!r}")
+        if mode == "reduce-overhead" and out.target == "cuda":
+            out.cuda_graph = True
+        out.validate()
+        return out
+
+    def validate(self) -> None:
+        if self.target not in ("cpu", "cuda"):
+            raise linfuse.Error(f"linfuse backend: target must be 'cpu' or 'cuda', "
+                                f"got {self.target!r}")
+        if self.fallback not in _FALLBACKS:
+            raise linfuse.Error(f"linfuse backend: fallback must be one of "
+                                f"{', '.join(map(repr, _FALLBACKS))}, got {self.fallback!r}")
+        if self.cuda_graph and self.target != "cuda":
+            raise linfuse.Error("linfuse backend: cuda_graph=True needs target='cuda'")
+        if self.target == "cuda" and not linfuse.cuda_enabled():
+            raise linfuse.Error("linfuse backend: this linfuse was built without CUDA")
+
+
+@dataclass
+class CompiledGraph:
+    """One graph the backend compiled: its partitions and what was left to
+    PyTorch."""
+    partitions: list[CompiledPartition]
+    fallback_regions: int
+    left_to_pytorch: list[str]            # "aten._softmax.default (2)"
+    failed: list[str] = field(default_factory=list)   # partitions that did not compile
+    seconds: float = 0.0
+
+    @property
+    def report(self) -> "linfuse.Report":
+        report = linfuse.Report()
+        for p in self.partitions:
+            report._merge(p.report)
+        return report
+
+    def __str__(self) -> str:
+        lines = [f"{len(self.partitions)} linfuse partitions, {self.fallback_regions} "
+                 f"regions left to PyTorch ({self.seconds:.2f} s)"]
+        for p in self.partitions:
+            lines.append(f"  {p.name}: {len(p.partition.nodes)} nodes, "
+                         f"{len(p.report.merges)} merges, {len(p.report.folds)} folds")
+            lines.extend(f"    {r}" for r in p.report.remarks if r.kind in ("merge", "fold"))
+        if self.left_to_pytorch:
+            lines.append(f"  left to PyTorch: {', '.join(self.left_to_pytorch)}")
+        lines.extend(f"  not compiled: {f}" for f in self.failed)
+        return "\n".join(lines)
+
+
+class _PartitionModule(torch.nn.Module):
+    """A compiled partition where the graph called its fused submodule."""
+
+    def __init__(self, compiled: CompiledPartition):
+        super().__init__()
+        self.compiled = compiled
+
+    def forward(self, *args):
+        return self.compiled(*args)
+
+
+def _compile_partition(partition: Partition, name: str, options: BackendOptions,
+                       cache: dict) -> CompiledPartition:
+    key = (partition.imported.ir, options.target, options.optimize, options.cuda_graph)
+    start = time.perf_counter()
+    function = cache.get(key)
+    if function is None:
+        module = linfuse.compile(partition.imported.ir, target=options.target,
+                                 optimize=options.optimize, entry=partition.imported.func_name,
+                                 cuda_graph=options.cuda_graph)
+        function = module[partition.imported.func_name]
+        cache[key] = function
+    return CompiledPartition(function, partition, name, time.perf_counter() - start)
+
+
+def compile_graph(gm: GraphModule, weights: Sequence[Node], options: BackendOptions,
+                  cache: Optional[dict] = None) -> tuple[GraphModule, CompiledGraph]:
+    """Partitions the ATen graph `gm` (changing it), compiles each partition
+    and puts it in the graph in place of its nodes. `weights` are the
+    placeholders holding parameters and buffers. Returns the graph (the
+    fallback's input) and what was compiled."""
+    start = time.perf_counter()
+    cache = {} if cache is None else cache
+    partitions, refused = partition_graph(gm, weights)
+    compiled, failed, kept = [], [], []
+    for partition in partitions:
+        name = f"linfuse_{len(kept)}"
+        try:
+            compiled.append(_compile_partition(partition, name, options, cache))
+            kept.append(partition)
+        except linfuse.Error as err:
+            # A partition the compiler refuses runs on the fallback.
+            message = str(err).splitlines()[0]
+            failed.append(message)
+            warnings.warn(f"linfuse: a partition of {len(partition.nodes)} nodes did not "
+                          f"compile and runs on the fallback: {message}", stacklevel=2)
+    info = CompiledGraph(compiled, fallback_regions(gm, kept),
+                         describe_unsupported(gm, {n.name: "" for p in partitions
+                                                   if p not in kept for n in p.nodes}
+                                              | refused), failed)
+    if kept:
+        from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
+        gm = fuse_by_partitions(gm, [dict.fromkeys(p.nodes) for p in kept],
+                                prefix="linfuse_", always_return_tuple=True)
+        for c in compiled:
+            setattr(gm, c.name, _PartitionModule(c))
+        gm.recompile()
+    info.seconds = time.perf_counter() - start
+    return gm, info
+
+
+def _as_operators(gm: GraphModule, compiled: list[CompiledPartition]) -> GraphModule:
+    """The partitions as `torch.ops.linfuse.partition` calls, which a
+    compiling fallback treats as opaque operators."""
+    by_name = {c.name: c for c in compiled}
+    for node in list(gm.graph.nodes):
+        if node.op == "call_module" and node.target in by_name:
+            c = by_name[node.target]
+            with gm.graph.inserting_before(node):
+                call = gm.graph.call_function(torch.ops.linfuse.partition.default,
+                                              c.operator_args(node.args))
+            node.replace_all_uses_with(call)
+            gm.graph.erase_node(node)
+            delattr(gm, c.name)
+    gm.graph.lint()
+    gm.recompile()
+    return gm
+
+
+def _is_weight(node: Node, value) -> bool:
+    """A parameter or a module buffer (by what Dynamo says it read)."""
+    if isinstance(value, torch.nn.Parameter):
+        return True
+    from torch._dynamo.source import ParamBufferSource, UnspecializedParamBufferSource
+    source = getattr(node.meta.get("grapharg"), "source", None)
+    while source is not None:
+        if isinstance(source, (ParamBufferSource, UnspecializedParamBufferSource)):
+            return isinstance(value, torch.Tensor)
+        source = getattr(source, "base", None)
+    return False
+
+
+class Backend:
+    """A `torch.compile` backend: `torch.compile(model, backend=Backend(...))`.
+
+    Options (also through `torch.compile(..., options={...})`):
+    `target` ("cpu" or "cuda"), `fallback` ("inductor" or "eager": what runs
+    the regions linfuse does not take), `cuda_graph` (target "cuda"),
+    `optimize` (False compiles partitions without merging: the reference).
+    `mode="reduce-overhead"` turns on `cuda_graph` for target "cuda".
+    """
+
+    def __init__(self, **options):
+        self.options = BackendOptions().updated(None, options)
+        #: Every graph compiled so far, in order.
+        self.graphs: list[CompiledGraph] = []
+        self._cache: dict = {}
+
+    @property
+    def report(self) -> "linfuse.Report":
+        """What linfuse merged and folded in every partition compiled."""
+        report = linfuse.Report()
+        for g in self.graphs:
+            report._merge(g.report)
+        return report
+
+    @property
+    def partitions(self) -> list[CompiledPartition]:
+        return [p for g in self.graphs for p in g.partitions]
+
+    def __call__(self, gm: GraphModule, example_inputs, *, mode: Optional[str] = None,
+                 options: Optional[dict] = None):
+        opts = self.options.updated(mode, options)
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        weight_positions = [i for i, (n, x) in enumerate(zip(placeholders, example_inputs))
+                            if _is_weight(n, x)]
+        if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad
+                                           for x in example_inputs):
+            warnings.warn("linfuse: this graph needs gradients; linfuse compiles "
+                          "inference graphs (torch.no_grad() or torch.inference_mode()), "
+                          f"so it runs on the {opts.fallback} fallback", stacklevel=2)
+            return self._fallback_whole(gm, example_inputs, opts)
+        from torch._dynamo.backends.common import aot_autograd
+
+        count = len(placeholders)
+
+        def compile_aten(aten_gm: GraphModule, aten_inputs):
+            aten_placeholders = [n for n in aten_gm.graph.nodes if n.op == "placeholder"]
+            # AOT autograd keeps Dynamo's inputs in order (it would only
+            # drop duplicated ones): the weights are at the same places.
+            weights = ([aten_placeholders[i] for i in weight_positions]
+                       if len(aten_placeholders) == count else [])
+            out, info = compile_graph(aten_gm, weights, opts, self._cache)
+            self.graphs.append(info)
+            if opts.fallback == "eager":
+                return out
+            from torch._inductor.compile_fx import compile_fx_inner
+            return compile_fx_inner(_as_operators(out, info.partitions), aten_inputs)
+
+        return aot_autograd(fw_compiler=compile_aten)(gm, example_inputs)
+
+    def _fallback_whole(self, gm, example_inputs, opts: BackendOptions):
+        if opts.fallback == "eager":
+            return gm.forward
+        from torch._inductor.compile_fx import compile_fx
+        return compile_fx(gm, example_inputs)
+
+    def __str__(self) -> str:
+        if not self.graphs:
+            return "linfuse backend: nothing compiled yet"
+        return "\n".join(f"graph {i}: {g}" for i, g in enumerate(self.graphs))
+
+    def __repr__(self) -> str:
+        return (f"<linfuse.torch.Backend {self.options.target}, fallback "
+                f"{self.options.fallback}: {len(self.graphs)} graphs, "
+                f"{len(self.partitions)} partitions>")
+
+
+def backend(**options) -> Backend:
+    """A linfuse backend with options, for `torch.compile(model, backend=...)`:
+    `linfuse.torch.backend(fallback="eager")`."""
+    return Backend(**options)
+
+
+#: The backend `torch.compile(model, backend="linfuse")` uses.
+default_backend: Optional[Backend] = None
+
+
+def linfuse_backend(gm: GraphModule, example_inputs, **kwargs):
+    """The `linfuse` entry of the `torch_dynamo_backends` entry point group
+    (registered by the installed package): `torch.compile(backend="linfuse")`.
+    What it compiled is in `linfuse.torch.default_backend()`."""
+    global default_backend
+    if default_backend is None:
+        default_backend = Backend()
+    return default_backend(gm, example_inputs, **kwargs)

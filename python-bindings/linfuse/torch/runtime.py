@@ -1,0 +1,152 @@
+"""Calling a compiled partition from PyTorch: tensors in, tensors out,
+weights packed once.
+
+A `CompiledPartition` is what the partitioned graph calls in place of the
+nodes linfuse took. Its weights (the partition's parameter and buffer
+inputs) are packed by the function's `@forward__pack` on the first call and
+again only when one of them changes (another tensor, or the same tensor
+written in place: its data pointer or version counter moves), never per
+call. Activations are read in place (numpy views of CPU tensors); results
+come back as tensors over linfuse's buffers (strided views where a merged
+GEMM's output is sliced).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import torch
+
+import linfuse
+
+from .partition import Partition
+
+__all__ = ["CompiledPartition", "to_input", "from_bf16_bits"]
+
+
+def from_bf16_bits(array) -> torch.Tensor:
+    """A uint16 numpy array of bf16 bits as a bf16 tensor (same memory)."""
+    return torch.from_numpy(array.view("int16")).view(torch.bfloat16)
+
+
+def to_input(value, index: int):
+    """A CPU tensor as the native module reads it fastest, in place: a numpy
+    view (bf16, which numpy lacks, goes through DLPack)."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    if not value.is_cpu:
+        raise linfuse.Error(f"input {index}: a tensor on {value.device}; "
+                            "linfuse.torch runs CPU tensors (CUDA tensors are not "
+                            "supported yet)")
+    if value.requires_grad:
+        value = value.detach()
+    if not value.is_contiguous():
+        value = value.contiguous()
+    return value if value.dtype is torch.bfloat16 else value.numpy()
+
+
+def result_converters(function: "linfuse.Function") -> list:
+    """numpy results -> tensors over the same memory, one converter each."""
+    return [from_bf16_bits if t.endswith("bf16") else torch.from_numpy
+            for t in function.results]
+
+
+_keys = itertools.count()
+#: CompiledPartitions by key, for the `linfuse::partition` operator.
+_REGISTRY: dict[int, "CompiledPartition"] = {}
+
+
+class CompiledPartition:
+    """One partition, compiled: call it with the values of its inputs (the
+    nodes `partition.inputs`, in order) and it returns a tuple with the
+    values of `partition.outputs`."""
+
+    def __init__(self, function: "linfuse.Function", partition: Partition, name: str,
+                 compile_seconds: float):
+        self.name = name
+        self.function = function
+        self.partition = partition
+        self.compile_seconds = compile_seconds
+        self._call = function._native
+        placeholders = [n for n in partition.module.graph.nodes if n.op == "placeholder"]
+        arguments = set(partition.imported.arguments)
+        weights = set(partition.imported.weight_names)
+        self._weight_pos = [i for i, p in enumerate(placeholders) if p.name in weights]
+        self._input_pos = [i for i, p in enumerate(placeholders)
+                           if p.name in arguments and p.name not in weights]
+        # Placeholders that are tensors vs sizes (SymInts), for the operator form.
+        self._tensor_pos = [i for i, p in enumerate(placeholders)
+                            if isinstance(p.meta.get("val"), torch.Tensor)]
+        self._size_pos = [i for i in range(len(placeholders)) if i not in self._tensor_pos]
+        self._converters = result_converters(function)
+        #: How often the weights were packed, and the seconds it took.
+        self.packs = 0
+        self.pack_seconds = 0.0
+        self.key = next(_keys)
+        _REGISTRY[self.key] = self
+
+    @property
+    def report(self) -> "linfuse.Report":
+        return self.function.report
+
+    def _pack(self, weights: list) -> None:
+        start = time.perf_counter()
+        self.function.load_weights(*[to_input(w, i) for i, w in enumerate(weights)])
+        self.pack_seconds += time.perf_counter() - start
+        self.packs += 1
+
+    def __call__(self, *args):
+        if self._weight_pos:
+            weights = [args[i] for i in self._weight_pos]
+            # The packed weights live in the function, which partitions with
+            # the same code share (a graph Dynamo compiled again): the key
+            # is the function's.
+            key = tuple((w.data_ptr(), w._version) for w in weights)
+            if key != getattr(self.function, "_weights_key", None):
+                self.function._weights_key = None     # stays unset if packing fails
+                self._pack(weights)
+                self.function._weights_key = key
+        results = self._call([to_input(args[i], i) for i in self._input_pos])
+        return tuple(convert(r) for convert, r in zip(self._converters, results))
+
+    # -- as the `linfuse::partition` operator (for a compiling fallback) -----
+    def _arguments(self, tensors, sizes) -> list:
+        args = [None] * (len(self._tensor_pos) + len(self._size_pos))
+        for i, t in zip(self._tensor_pos, tensors):
+            args[i] = t
+        for i, s in zip(self._size_pos, sizes):
+            args[i] = s
+        return args
+
+    def run_operator(self, tensors, sizes) -> list[torch.Tensor]:
+        # The operator promises fresh, contiguous results (its fake says
+        # so): slices of a merged output are copied out.
+        return [r.contiguous() for r in self(*self._arguments(tensors, sizes))]
+
+    def fake_operator(self, tensors, sizes) -> list[torch.Tensor]:
+        outs = self.partition.module(*self._arguments(tensors, sizes))
+        return [torch.empty_like(o, memory_format=torch.contiguous_format) for o in outs]
+
+    def operator_args(self, node_args) -> tuple:
+        """(key, tensors, sizes) for `torch.ops.linfuse.partition` from the
+        partition node's arguments."""
+        return (self.key, [node_args[i] for i in self._tensor_pos],
+                [node_args[i] for i in self._size_pos])
+
+    def __repr__(self) -> str:
+        return (f"<linfuse partition {self.name}: {len(self.partition.nodes)} nodes, "
+                f"{len(self.report.merges)} merges, {len(self.report.folds)} folds>")
+
+
+@torch.library.custom_op("linfuse::partition", mutates_args=())
+def _partition_operator(key: int, tensors: list[torch.Tensor],
+                        sizes: list[int]) -> list[torch.Tensor]:
+    """A compiled linfuse partition as an operator a compiling fallback
+    (Inductor) treats as opaque."""
+    return _REGISTRY[key].run_operator(tensors, sizes)
+
+
+@_partition_operator.register_fake
+def _(key: int, tensors: list[torch.Tensor], sizes: list[int]) -> list[torch.Tensor]:
+    return _REGISTRY[key].fake_operator(tensors, sizes)
