@@ -254,8 +254,13 @@ class Backend:
             self.graphs.append(info)
             if opts.fallback == "eager":
                 return out
-            from torch._inductor.compile_fx import compile_fx_inner
-            return compile_fx_inner(_as_operators(out, info.partitions), aten_inputs)
+            # Inductor takes the graph as Dynamo would hand it over (its own
+            # AOT pass decomposes what it needs); the partitions are opaque
+            # `linfuse::partition` operators in it.
+            from torch._functorch.aot_autograd import make_boxed_func
+            from torch._inductor.compile_fx import compile_fx
+            return make_boxed_func(compile_fx(_as_operators(out, info.partitions),
+                                              aten_inputs))
 
         return aot_autograd(fw_compiler=compile_aten)(gm, example_inputs)
 

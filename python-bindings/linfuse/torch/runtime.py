@@ -52,6 +52,19 @@ def result_converters(function: "linfuse.Function") -> list:
             for t in function.results]
 
 
+def _shape_only(module: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A copy of `module` that computes the same shapes from inputs of any
+    layout: a compiling fallback may hand the operator contiguous copies
+    where the graph had views, so `view`s become `reshape`s."""
+    graph = torch.fx.Graph()
+    graph.output(graph.graph_copy(module.graph, {}))
+    views = {torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default}
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target in views:
+            node.target = torch.ops.aten.reshape.default
+    return torch.fx.GraphModule(module, graph)
+
+
 _keys = itertools.count()
 #: CompiledPartitions by key, for the `linfuse::partition` operator.
 _REGISTRY: dict[int, "CompiledPartition"] = {}
@@ -80,6 +93,7 @@ class CompiledPartition:
                             if isinstance(p.meta.get("val"), torch.Tensor)]
         self._size_pos = [i for i in range(len(placeholders)) if i not in self._tensor_pos]
         self._converters = result_converters(function)
+        self._shape_module = None
         #: How often the weights were packed, and the seconds it took.
         self.packs = 0
         self.pack_seconds = 0.0
@@ -125,7 +139,9 @@ class CompiledPartition:
         return [r.contiguous() for r in self(*self._arguments(tensors, sizes))]
 
     def fake_operator(self, tensors, sizes) -> list[torch.Tensor]:
-        outs = self.partition.module(*self._arguments(tensors, sizes))
+        if self._shape_module is None:
+            self._shape_module = _shape_only(self.partition.module)
+        outs = self._shape_module(*self._arguments(tensors, sizes))
         return [torch.empty_like(o, memory_format=torch.contiguous_format) for o in outs]
 
     def operator_args(self, node_args) -> tuple:
