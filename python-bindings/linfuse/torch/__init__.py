@@ -246,8 +246,12 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[Any] = (),
                           tuple(example_inputs), example_kwargs)
 
 
+import sys  # noqa: E402
+
 from .backend import Backend, CompiledGraph, backend  # noqa: E402
-from . import backend as _backend_module  # noqa: E402
+
+# The module (its name is taken by the `backend(...)` factory here).
+_backend_module = sys.modules[__name__ + ".backend"]
 
 
 def default_backend() -> Backend | None:
@@ -260,11 +264,13 @@ def _register() -> None:
     """`backend="linfuse"` for torch.compile. The installed package (and the
     build tree's dist-info) also declares it as a `torch_dynamo_backends`
     entry point, which torch finds without importing linfuse first."""
+    from importlib.metadata import entry_points
+
+    if any(e.name == "linfuse" for e in entry_points(group="torch_dynamo_backends")):
+        return      # torch registers it from the entry point when first asked
     from torch._dynamo.backends import registry
-    try:
+    if "linfuse" not in registry.list_backends(exclude_tags=()):
         registry.register_backend(_backend_module.linfuse_backend, name="linfuse")
-    except Exception:      # already registered (found through the entry point)
-        pass
 
 
 _register()
