@@ -1,0 +1,226 @@
+"""torch.compile(model, backend="linfuse") on real Hugging Face models built
+from small configs (random weights): partitioned, the rest left to PyTorch,
+results against eager PyTorch, merges and folds asserted from the report."""
+
+import warnings
+
+import pytest
+import torch
+import transformers
+
+import linfuse
+import linfuse.torch as lt
+
+
+@pytest.fixture(autouse=True)
+def seeded():
+    torch.manual_seed(0)
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def rel_err(got, want):
+    return ((got - want).abs().max() / want.abs().max()).item()
+
+
+def count_linear_calls(model, run) -> int:
+    """nn.Linear calls eager PyTorch makes in `run()`."""
+    calls = []
+    hooks = [m.register_forward_hook(lambda *a: calls.append(1))
+             for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    try:
+        run()
+    finally:
+        for h in hooks:
+            h.remove()
+    return len(calls)
+
+
+def gemm_calls(run) -> int:
+    linfuse.runtime_stats(reset=True)
+    run()
+    return linfuse.runtime_stats()["gemm_calls"]
+
+
+def llama(layers=2, hidden=256, **kw):
+    cfg = transformers.LlamaConfig(hidden_size=hidden, intermediate_size=688,
+                                   num_hidden_layers=layers, num_attention_heads=8,
+                                   num_key_value_heads=2, vocab_size=1000,
+                                   max_position_embeddings=256, **kw)
+    return transformers.LlamaForCausalLM(cfg).eval()
+
+
+def test_llama_causal_lm_dynamic_sizes_merges_and_folds():
+    model = llama()
+    be = lt.backend(fallback="eager")
+    compiled = torch.compile(model, backend=be, dynamic=True)
+    sizes = [(2, 8), (17, 3), (5, 64), (3, 17), (1, 1), (1, 64), (17, 1)]
+    with torch.no_grad():
+        for i, (batch, seq) in enumerate(sizes):
+            ids = torch.randint(0, 1000, (batch, seq))
+            got = compiled(input_ids=ids, use_cache=False).logits
+            want = model(input_ids=ids, use_cache=False).logits
+            assert got.shape == want.shape
+            assert rel_err(got, want) < 1e-4, (batch, seq)
+            linears = count_linear_calls(model, lambda: model(input_ids=ids, use_cache=False))
+            calls = gemm_calls(lambda: compiled(input_ids=ids, use_cache=False))
+            # Per layer: q/k/v one GEMM, gate/up one, o_proj, down_proj; lm_head.
+            assert linears == 15 and calls == 9, (batch, seq, calls)
+            if i == 3:
+                # Every batch and sequence length >= 2: one compilation.
+                assert len(be.graphs) == 1
+    # Dynamo specializes sizes of 1 (for every backend), and the model
+    # branches on seq == 1 (transformers' sdpa_attention: is_causal =
+    # q_length > 1): batch 1 and seq 1 are graphs of their own.
+    assert len(be.graphs) <= 4
+    report = be.graphs[0].report
+    merges = report.merges
+    qkv = [m for m in merges if m.details["count"] == 3]
+    gate_up = [m for m in merges if m.details["count"] == 2]
+    assert len(qkv) == 2 and all(m.details["shape"] == "?x384" for m in qkv)
+    assert len(gate_up) == 2 and all(m.details["shape"] == "?x1376" for m in gate_up)
+    # The remarks point at the model's source, modeling_llama.py.
+    assert all(m.file.endswith("modeling_llama.py") and m.line > 0 for m in merges)
+    # Both RMSNorm gammas of each layer (and the final norm's) fold into the
+    # projections that follow: q, k, v, gate, up per layer, and lm_head.
+    scales = [f for f in report.folds if "input scale" in f.message]
+    assert len(scales) == 2 * 5 + 1
+    graph = be.graphs[0]
+    assert len(graph.partitions) == 3 and graph.fallback_regions >= 1
+    assert any("scaled_dot_product" in op for op in graph.left_to_pytorch)
+    assert any("embedding" in op for op in graph.left_to_pytorch)
+
+
+def test_weights_are_packed_once_and_again_only_when_they_change():
+    model = llama(layers=1, hidden=64)
+    be = lt.backend(fallback="eager")
+    compiled = torch.compile(model, backend=be, dynamic=True)
+    ids = torch.randint(0, 1000, (2, 5))
+    with torch.inference_mode():
+        for _ in range(3):
+            compiled(input_ids=ids, use_cache=False)
+        packs = [p.packs for p in be.partitions]
+        assert packs and all(n == 1 for n in packs)
+    with torch.no_grad():
+        model.model.layers[0].self_attn.k_proj.weight.mul_(2.0)   # in place
+        got = compiled(input_ids=ids, use_cache=False).logits
+        want = model(input_ids=ids, use_cache=False).logits
+    assert rel_err(got, want) < 1e-4
+    changed = [p.packs for p in be.partitions]
+    assert sum(changed) == sum(packs) + 1    # only the partition reading k_proj
+
+
+def test_llama_with_inductor_fallback():
+    model = llama(layers=1, hidden=64)
+    compiled = torch.compile(model, backend="linfuse", dynamic=True)
+    ids = torch.randint(0, 1000, (3, 7))
+    with torch.no_grad():
+        got = compiled(input_ids=ids, use_cache=False).logits
+        want = model(input_ids=ids, use_cache=False).logits
+        assert rel_err(got, want) < 1e-4
+        assert gemm_calls(lambda: compiled(input_ids=ids, use_cache=False)) == 5
+    be = lt.default_backend()
+    assert be is not None and be.options.fallback == "inductor"
+    assert len(be.graphs[-1].report.merges) == 2
+
+
+def test_gpt2_model():
+    cfg = transformers.GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=500,
+                                  n_positions=128)
+    model = transformers.GPT2LMHeadModel(cfg).eval()
+    be = lt.backend(fallback="eager")
+    compiled = torch.compile(model, backend=be, dynamic=True)
+    with torch.no_grad():
+        for batch, seq in [(2, 9), (3, 4)]:
+            ids = torch.randint(0, 500, (batch, seq))
+            got = compiled(input_ids=ids, use_cache=False).logits
+            want = model(input_ids=ids, use_cache=False).logits
+            assert rel_err(got, want) < 1e-4
+        calls = gemm_calls(lambda: compiled(input_ids=ids, use_cache=False))
+    # GPT2 already fuses Q/K/V into one Conv1D: nothing parallel to merge;
+    # its GEMMs (addmm with bias) all run in linfuse partitions.
+    assert calls == 2 * 4 + 1
+    assert len(be.graphs) == 1 and be.graphs[0].partitions
+
+
+def test_bert_layer_merges_qkv():
+    cfg = transformers.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                  intermediate_size=128, vocab_size=500)
+    model = transformers.BertModel(cfg).eval()
+    be = lt.backend(fallback="eager")
+    compiled = torch.compile(model, backend=be, dynamic=True)
+    with torch.no_grad():
+        for batch, seq in [(2, 9), (4, 3)]:
+            ids = torch.randint(0, 500, (batch, seq))
+            got = compiled(input_ids=ids).last_hidden_state
+            want = model(input_ids=ids).last_hidden_state
+            assert rel_err(got, want) < 1e-4
+        linears = count_linear_calls(model, lambda: model(input_ids=ids))
+        calls = gemm_calls(lambda: compiled(input_ids=ids))
+    assert calls < linears
+    qkv = [m for m in be.report.merges if m.details["count"] == 3]
+    assert len(qkv) == 2 and all(m.file.endswith("modeling_bert.py") for m in qkv)
+
+
+def test_peft_lora_llama():
+    peft = pytest.importorskip("peft")
+    model = llama(layers=1, hidden=64)
+    config = peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+                             lora_dropout=0.0, init_lora_weights=False)
+    model = peft.get_peft_model(model, config).eval()
+    be = lt.backend(fallback="eager")
+    compiled = torch.compile(model, backend=be, dynamic=True)
+    ids = torch.randint(0, 1000, (2, 6))
+    with torch.no_grad():
+        got = compiled(input_ids=ids, use_cache=False).logits
+        want = model(input_ids=ids, use_cache=False).logits
+        assert rel_err(got, want) < 1e-4
+        linears = count_linear_calls(model, lambda: model(input_ids=ids, use_cache=False))
+        calls = gemm_calls(lambda: compiled(input_ids=ids, use_cache=False))
+    assert calls < linears
+    # Dynamo passes peft's `scaling` float as a per-call 0-d tensor, so the
+    # LoRA sums are not folded (their scale is not known at load time); the
+    # base projections and both LoRA-A matmuls merge into one GEMM instead.
+    merges = be.report.merges
+    assert any(m.details["count"] == 5 for m in merges)
+
+
+def test_bf16_llama_within_eager_error():
+    model = llama(layers=1, hidden=64).to(torch.bfloat16)
+    compiled = torch.compile(model, backend=lt.backend(fallback="eager"), dynamic=True)
+    ids = torch.randint(0, 1000, (2, 5))
+    with torch.no_grad():
+        got = compiled(input_ids=ids, use_cache=False).logits.double()
+        eager = model(input_ids=ids, use_cache=False).logits.double()
+        exact = model.double()(input_ids=ids, use_cache=False).logits
+    # linfuse's error against float64 is of the order of eager's own.
+    assert rel_err(got, exact) < 4 * rel_err(eager, exact) + 1e-3
+
+
+def test_graphs_needing_gradients_run_on_the_fallback():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+    be = lt.backend(fallback="eager")
+    compiled = torch.compile(model, backend=be)
+    x = torch.randn(3, 8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = compiled(x)
+    assert any("needs gradients" in str(w.message) for w in caught)
+    y.sum().backward()                      # gradients still flow (eager)
+    assert model[0].weight.grad is not None and not be.graphs
+
+
+def test_bad_options_are_one_line_errors():
+    with pytest.raises(linfuse.Error, match="target must be 'cpu' or 'cuda'"):
+        lt.backend(target="tpu")
+    with pytest.raises(linfuse.Error, match="fallback must be one of"):
+        lt.backend(fallback="xla")
+    with pytest.raises(linfuse.Error, match="unknown option 'nope'"):
+        lt.backend(nope=1)
+    with pytest.raises(linfuse.Error, match="cuda_graph=True needs target='cuda'"):
+        lt.backend(cuda_graph=True)
+    model = torch.nn.Linear(4, 4)
+    compiled = torch.compile(model, backend="linfuse", options={"fallback": "nope"})
+    with torch.no_grad(), pytest.raises(Exception, match="fallback must be one of"):
+        compiled(torch.randn(2, 4))
