@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
+from typing import Iterable
 
 import torch
 from torch.fx import GraphModule, Node
@@ -185,11 +185,3 @@ def describe_unsupported(gm: GraphModule, refused: dict[str, str]) -> list[str]:
 def weight_placeholders(gm: GraphModule, indices: Iterable[int]) -> list[Node]:
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     return [placeholders[i] for i in indices if i < len(placeholders)]
-
-
-def first_unsupported(gm: GraphModule) -> Optional[Node]:
-    support = LinfuseSupport()
-    for n in gm.graph.nodes:
-        if n.op == "call_function" and not support.is_node_supported({}, n):
-            return n
-    return None
