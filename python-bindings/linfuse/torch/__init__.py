@@ -27,6 +27,7 @@ from torch.utils import _pytree as pytree
 import linfuse
 
 from .importer import ImportedProgram, UnsupportedOperatorError, import_program
+from .runtime import result_converters, to_input as _to_input
 
 __all__ = ["compile", "CompiledModule", "UnsupportedOperatorError", "ImportedProgram",
            "import_program", "export", "export_and_import"]
@@ -53,26 +54,6 @@ def export_and_import(model: torch.nn.Module, example_inputs: Sequence[Any] = ()
     """`torch.export` + import: the exported program and its MLIR."""
     ep = export(model, example_inputs, example_kwargs, dynamic_shapes=dynamic_shapes)
     return ep, import_program(ep)
-
-
-def _bf16_from_bits(array) -> torch.Tensor:
-    """A uint16 numpy array of bf16 bits as a bf16 tensor (same memory)."""
-    return torch.from_numpy(array.view("int16")).view(torch.bfloat16)
-
-
-def _to_input(value, index: int):
-    """A CPU tensor as the native module reads it fastest, in place: a numpy
-    view (bf16, which numpy lacks, goes through DLPack)."""
-    if not isinstance(value, torch.Tensor):
-        return value
-    if not value.is_cpu:
-        raise linfuse.Error(f"input {index}: a tensor on {value.device}; "
-                            "linfuse.torch takes CPU tensors")
-    if value.requires_grad:
-        value = value.detach()
-    if not value.is_contiguous():
-        value = value.contiguous()
-    return value if value.dtype is torch.bfloat16 else value.numpy()
 
 
 class _DynamicSizes:
@@ -136,8 +117,7 @@ class CompiledModule:
         self._call = function._native      # the per-call path stays short
         self._num_inputs = len(imported.input_names)
         # numpy results -> tensors over the same memory, one converter each.
-        self._converters = [_bf16_from_bits if t.endswith("bf16") else torch.from_numpy
-                            for t in function.results]
+        self._converters = result_converters(function)
         self._out_spec = exported.call_spec.out_spec
         # A single tensor or a flat tuple needs no pytree work per call.
         n = len(self._converters)
