@@ -131,19 +131,84 @@ def test_static_shape_mismatch_is_an_error():
         compiled(torch.randn(4, 64, dtype=torch.float64))
 
 
-def test_unsupported_operator_names_the_op_and_line():
-    class Attention(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.qkv = QKV(64, 64)
+class Attention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = QKV(64, 64)
+        self.norm = nn.LayerNorm(64)
+        self.out = nn.Linear(64, 64)
 
+    def forward(self, x):
+        q, k, v = self.qkv(self.norm(x))
+        scores = torch.softmax(q @ k.transpose(-1, -2) / 8.0, dim=-1)
+        return self.out(torch.nn.functional.gelu(scores @ v)), torch.cumsum(x, -1)
+
+
+def test_strict_names_every_unsupported_op_and_line():
+    with pytest.raises(lt.UnsupportedOperatorError) as info:
+        lt.compile(Attention(), (torch.randn(2, 4, 64),), strict=True)
+    message = str(info.value)
+    # Every operator at once, each with where it came from.
+    assert "2 operators are not supported" in message, message
+    assert "aten._softmax" in message or "aten.softmax" in message, message
+    assert "aten.cumsum" in message, message
+    assert message.count("test_torch.py") >= 2, message
+
+
+def test_unsupported_ops_are_left_to_pytorch():
+    torch.manual_seed(0)
+    model = Attention().eval()
+    x = torch.randn(2, 5, 64)
+    compiled = lt.compile(model, (x,), dynamic_shapes={"x": {0: Dim("b"), 1: Dim("s")}})
+    assert isinstance(compiled, lt.PartitionedModule)
+    graph = compiled.graph
+    # Q/K/V (with the LayerNorm before them) in one partition, the output
+    # projection and its gelu in another; softmax and cumsum stay eager.
+    assert len(graph.partitions) == 2, graph
+    assert any("softmax" in op for op in graph.left_to_pytorch), graph.left_to_pytorch
+    assert any("cumsum" in op for op in graph.left_to_pytorch), graph.left_to_pytorch
+    merges = [str(m) for m in compiled.report.merges]
+    assert len(merges) == 1 and "merged 3 matmuls" in merges[0], merges
+    assert "test_torch.py" in merges[0], merges
+    for shape in [(2, 5, 64), (3, 1, 64), (1, 9, 64)]:
+        x = torch.randn(*shape)
+        with torch.no_grad():
+            want = model(x)
+        got = compiled(x)
+        assert isinstance(got, tuple) and len(got) == 2
+        assert rel_err(got[0], want[0]) < 1e-5
+        assert torch.equal(got[1], want[1])
+    linfuse.runtime_stats(reset=True)
+    compiled(x)
+    # Q/K/V as one GEMM, the output projection, the two attention matmuls
+    # (eager: 4 nn.Linear calls and 2 matmuls).
+    assert linfuse.runtime_stats()["gemm_calls"] == 4
+
+
+def test_partitioned_weights_are_read_live():
+    torch.manual_seed(0)
+    model = Attention().eval()
+    x = torch.randn(2, 5, 64)
+    compiled = lt.compile(model, (x,))
+    compiled(x)
+    packs = [p.packs for p in compiled.partitions]
+    compiled(x)
+    assert [p.packs for p in compiled.partitions] == packs     # not per call
+    with torch.no_grad():
+        model.qkv.k.weight.mul_(2.0)
+        want = model(x)[0]
+    assert rel_err(compiled(x)[0], want) < 1e-5
+
+
+def test_nothing_to_compile_warns_and_runs_in_pytorch():
+    class Scale(nn.Module):
         def forward(self, x):
-            q, k, v = self.qkv(x)
-            return torch.softmax(q @ k.transpose(-1, -2), dim=-1) @ v
+            return torch.cumsum(x, 0) * 2
 
-    with pytest.raises(lt.UnsupportedOperatorError, match=r"aten\._?softmax") as info:
-        lt.compile(Attention(), (torch.randn(2, 4, 64),))
-    assert "test_torch.py" in str(info.value)
+    x = torch.randn(3, 4)
+    with pytest.warns(UserWarning, match="all of it runs in PyTorch"):
+        compiled = lt.compile(Scale(), (x,))
+    assert torch.equal(compiled(x), torch.cumsum(x, 0) * 2)
 
 
 def test_output_structure_is_kept():
@@ -226,7 +291,7 @@ def test_view_as_another_dtype_is_refused():
             return (x * 2).view(torch.bfloat16)
 
     with pytest.raises(lt.UnsupportedOperatorError, match=r"aten\.view\.dtype"):
-        lt.compile(Bits(), (torch.randn(4, 4, dtype=torch.float16),))
+        lt.compile(Bits(), (torch.randn(4, 4, dtype=torch.float16),), strict=True)
 
 
 @pytest.mark.filterwarnings("ignore:The use of `x.T`")

@@ -11,26 +11,28 @@ dimensions through `dynamic_shapes`, as `torch.export.export` takes them),
 imported to linalg on tensors with its parameters as constants
 (`linfuse.torch.importer`), optimized (Q/K/V and gate/up projections merge,
 LoRA adapters fold; the weights are concatenated and pre-multiplied at
-compile time) and JIT-compiled for the CPU (or CUDA). Operators the importer
-does not know raise `UnsupportedOperatorError` naming the operator and the
-model's source line.
+compile time) and JIT-compiled for the CPU (or CUDA). A model with
+operators the importer does not know (attention, softmax, embeddings) is
+partitioned instead: linfuse compiles the regions with GEMMs on weights and
+eager PyTorch runs the rest; `strict=True` raises `UnsupportedOperatorError`
+naming every such operator and the model's source lines.
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any, Sequence
 
 import torch
-from torch.utils import _pytree as pytree
 
 import linfuse
 
 from .importer import ImportedProgram, UnsupportedOperatorError, import_program
-from .runtime import result_converters, to_input as _to_input
+from .module import CompiledModule, PartitionedModule
 
-__all__ = ["compile", "CompiledModule", "UnsupportedOperatorError", "ImportedProgram",
-           "import_program", "export", "export_and_import"]
+__all__ = ["compile", "CompiledModule", "PartitionedModule", "UnsupportedOperatorError",
+           "ImportedProgram", "import_program", "export", "export_and_import"]
 
 
 def export(model: torch.nn.Module, example_inputs: Sequence[Any] = (),
@@ -56,167 +58,39 @@ def export_and_import(model: torch.nn.Module, example_inputs: Sequence[Any] = ()
     return ep, import_program(ep)
 
 
-class _DynamicSizes:
-    """The relations torch.export found between the inputs' dynamic sizes
-    (two inputs sharing `batch`, a size that is `2*seq`): the compiled code
-    trusts them, so every call checks them first. Each symbol is read from
-    the first input dimension that is exactly it; every other dynamic
-    dimension is checked against its expression. (Dim min/max ranges are
-    not enforced: the code is generic in every dynamic size.)"""
-
-    def __init__(self, ep: torch.export.ExportedProgram, input_names: list[str]):
-        import sympy
-
-        placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
-        self.sources: list[tuple[int, int]] = []   # where each symbol is read
-        symbols: list = []
-        pending = []
-        for pos, name in enumerate(input_names):
-            val = placeholders[name].meta.get("val")
-            for dim, size in enumerate(getattr(val, "shape", ())):
-                if not isinstance(size, torch.SymInt):
-                    continue
-                expr = size.node.expr
-                if isinstance(expr, sympy.Symbol) and expr not in symbols:
-                    symbols.append(expr)
-                    self.sources.append((pos, dim))
-                else:
-                    pending.append((pos, dim, expr))
-        # Messages name sizes by where they are read: "input 0 size 1".
-        readable = {sym: sympy.Symbol(f"(input {p} size {d})")
-                    for sym, (p, d) in zip(symbols, self.sources)}
-        self.checks = []
-        for pos, dim, expr in pending:
-            if expr.free_symbols <= set(symbols):
-                self.checks.append((pos, dim, sympy.lambdify(symbols, expr, "math"),
-                                    str(expr.subs(readable))))
-
-    def check(self, inputs: list) -> None:
-        if not self.checks:
-            return
-        values = [inputs[pos].shape[dim] for pos, dim in self.sources]
-        for pos, dim, fn, text in self.checks:
-            want = int(fn(*values))
-            got = inputs[pos].shape[dim]
-            if got != want:
-                raise linfuse.Error(
-                    f"input {pos}: size {dim} is {got}, but the exported model needs "
-                    f"it to be {text} = {want}")
-
-
-class CompiledModule:
-    """The compiled model: call it like the module, with tensors where the
-    example inputs had tensors (positional or keyword, nested in tuples,
-    lists and dicts as they were). Other example values (numbers, strings)
-    were fixed by torch.export: they must be passed unchanged."""
-
-    def __init__(self, function: "linfuse.Function", imported: ImportedProgram,
-                 exported: torch.export.ExportedProgram, timings: dict[str, float],
-                 example_args: tuple = (), example_kwargs: dict | None = None):
-        self._function = function
-        self._call = function._native      # the per-call path stays short
-        self._num_inputs = len(imported.input_names)
-        # numpy results -> tensors over the same memory, one converter each.
-        self._converters = result_converters(function)
-        self._out_spec = exported.call_spec.out_spec
-        # A single tensor or a flat tuple needs no pytree work per call.
-        n = len(self._converters)
-        shape = (pytree.tree_unflatten(list(range(n)), self._out_spec)
-                 if self._out_spec is not None else tuple(range(n)))
-        self._structure = ("single" if shape == 0 and n == 1 else
-                           "tuple" if shape == tuple(range(n)) else "pytree")
-        # The inputs: which leaves of (args, kwargs) are the function's
-        # tensors, which were fixed at export.
-        leaves, self._in_spec = pytree.tree_flatten((tuple(example_args),
-                                                     dict(example_kwargs or {})))
-        self._fixed = {i: v for i, v in enumerate(leaves)
-                       if not isinstance(v, torch.Tensor)}
-        self._flat_positional = (not example_kwargs and not self._fixed
-                                 and len(leaves) == len(example_args) == self._num_inputs)
-        if len(leaves) - len(self._fixed) != self._num_inputs:
-            raise linfuse.Error(
-                f"the exported model has {self._num_inputs} tensor inputs, but the "
-                f"example inputs hold {len(leaves) - len(self._fixed)} tensors")
-        self._sizes = _DynamicSizes(exported, imported.input_names)
-        self.imported = imported
-        self.exported_program = exported
-        #: Seconds spent in each stage: export, import, compile (optimize,
-        #: lower and JIT).
-        self.timings = timings
-        self._optimized = function._optimized
-
-    @property
-    def report(self) -> "linfuse.Report":
-        """What linfuse merged and folded, with the model's source lines."""
-        return self._function.report
-
-    @property
-    def ir(self) -> str:
-        """The imported MLIR (before linfuse's passes)."""
-        return self.imported.ir
-
-    def optimized_ir(self) -> str:
-        """The MLIR the compiled code was lowered from: after
-        `--linfuse-optimize`, or as imported with `optimize=False`."""
-        return linfuse.optimize(self.imported.ir) if self._optimized else self.imported.ir
-
-    def _tensors(self, args, kwargs) -> list:
-        """The function's inputs from a call's arguments."""
-        if self._flat_positional and not kwargs:
-            if len(args) != self._num_inputs:
-                raise linfuse.Error(
-                    f"the compiled model takes {self._num_inputs} tensor inputs "
-                    f"({', '.join(self.imported.input_names)}), got {len(args)}")
-            return list(args)
-        leaves, spec = pytree.tree_flatten((args, kwargs))
-        if spec != self._in_spec:
-            raise linfuse.Error("the compiled model was exported for arguments shaped "
-                                f"{self._in_spec}, got {spec}")
-        tensors = []
-        for i, leaf in enumerate(leaves):
-            if i in self._fixed:
-                if not (leaf is self._fixed[i] or leaf == self._fixed[i]):
-                    raise linfuse.Error(
-                        f"argument leaf {i} was {self._fixed[i]!r} when the model was "
-                        f"exported, which fixed it; got {leaf!r}")
-            else:
-                tensors.append(leaf)
-        return tensors
-
-    def __call__(self, *args, **kwargs):
-        tensors = self._tensors(args, kwargs)
-        self._sizes.check(tensors)
-        results = self._call([_to_input(t, i) for i, t in enumerate(tensors)])
-        outputs = [convert(r) for convert, r in zip(self._converters, results)]
-        if self._structure == "single":
-            return outputs[0]
-        if self._structure == "tuple":
-            return tuple(outputs)
-        return pytree.tree_unflatten(outputs, self._out_spec)
-
-    def __repr__(self) -> str:
-        return (f"<linfuse.torch.CompiledModule ({', '.join(self.imported.input_types)}) "
-                f"{len(self.report.merges)} merges, {len(self.report.folds)} folds>")
-
-
 def compile(model: torch.nn.Module, example_inputs: Sequence[Any] = (),
             example_kwargs: dict | None = None, *, dynamic_shapes=None,
-            target: str = "cpu", optimize: bool = True) -> CompiledModule:
+            target: str = "cpu", optimize: bool = True,
+            strict: bool = False) -> CompiledModule | PartitionedModule:
     """Exports `model` on `example_inputs` (and `example_kwargs`), imports,
     optimizes and compiles it.
+
+    When the importer translates every operator, the whole model becomes
+    one linfuse function (a `CompiledModule`). Otherwise the exported graph
+    is partitioned as `torch.compile(backend="linfuse")` does: linfuse
+    compiles the regions with GEMMs on weights, eager PyTorch runs the rest
+    (a `PartitionedModule`; its `.graph` says what went where).
+    `strict=True` refuses the second form: it raises
+    `UnsupportedOperatorError` listing every operator the importer does not
+    handle, each with the model's source lines.
 
     `dynamic_shapes` is passed to `torch.export.export`, e.g.
     `{"x": {0: torch.export.Dim("batch")}}` for a dynamic batch.
     `optimize=False` compiles without linfuse's merging and folding (the
-    reference). Raises `UnsupportedOperatorError` for operators the importer
-    does not handle and `linfuse.Error` when compilation fails.
+    reference). Raises `linfuse.Error` when compilation fails.
     """
     timings = {}
     start = time.perf_counter()
     ep = export(model, example_inputs, example_kwargs, dynamic_shapes=dynamic_shapes)
     timings["export"] = time.perf_counter() - start
     start = time.perf_counter()
-    imported = import_program(ep)
+    try:
+        imported = import_program(ep)
+    except UnsupportedOperatorError:
+        if strict:
+            raise
+        return _partitioned(ep, target, optimize, timings, tuple(example_inputs),
+                            example_kwargs)
     timings["import"] = time.perf_counter() - start
     start = time.perf_counter()
     module = linfuse.compile(imported.ir, target=target, optimize=optimize,
@@ -224,6 +98,50 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[Any] = (),
     timings["compile"] = time.perf_counter() - start
     return CompiledModule(module[imported.func_name], imported, ep, timings,
                           tuple(example_inputs), example_kwargs)
+
+
+def _partitioned(ep: torch.export.ExportedProgram, target: str, optimize: bool,
+                 timings: dict, example_args: tuple,
+                 example_kwargs: dict | None) -> PartitionedModule:
+    """The exported graph with linfuse partitions in it, the rest eager."""
+    from torch.export.graph_signature import InputKind, OutputKind
+
+    from .backend import BackendOptions, compile_graph
+
+    options = BackendOptions(target=target, fallback="eager", optimize=optimize)
+    options.validate()
+    start = time.perf_counter()
+    graph = torch.fx.Graph()
+    graph.output(graph.graph_copy(ep.graph, {}))
+    gm = torch.fx.GraphModule(ep.graph_module, graph)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    slots, weights, user_positions = [], [], []
+    for pos, (spec, node) in enumerate(zip(ep.graph_signature.input_specs, placeholders)):
+        if spec.kind == InputKind.USER_INPUT:
+            slots.append(None)
+            user_positions.append(pos)
+        elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER,
+                           InputKind.CONSTANT_TENSOR):
+            slots.append(ep.state_dict[spec.target] if spec.target in ep.state_dict
+                         else ep.constants[spec.target])
+            weights.append(node)
+        else:
+            raise linfuse.Error(f"linfuse.torch: exported input {node.name} of kind "
+                                f"{spec.kind.name} is not supported")
+    for spec in ep.graph_signature.output_specs:
+        if spec.kind != OutputKind.USER_OUTPUT:
+            raise linfuse.Error(
+                f"linfuse.torch: exported output {getattr(spec.arg, 'name', '?')} of "
+                f"kind {spec.kind.name} (an in-place update of an input or buffer) is "
+                f"not supported")
+    gm, info = compile_graph(gm, weights, options)
+    timings["partition"] = time.perf_counter() - start
+    if not info.partitions:
+        warnings.warn("linfuse.torch.compile: no part of the model has a GEMM on a "
+                      "weight that linfuse can compile; all of it runs in PyTorch",
+                      stacklevel=3)
+    return PartitionedModule(gm, info, ep, slots, user_positions, timings,
+                             example_args, example_kwargs)
 
 
 import sys  # noqa: E402

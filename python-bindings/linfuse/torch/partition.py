@@ -7,8 +7,13 @@ translates, on f32/f16/bf16 tensors), `CapabilityBasedPartitioner` groups
 them into maximal connected, acyclic partitions (its horizontal step puts
 sibling projections such as Q/K/V, which share an input, in one partition).
 
-Two refinements on top:
+Three refinements on top:
 
+* sibling GEMMs (weights applied to the same activation: Q/K/V, gate/up)
+  are gathered into one partition when the partitioner split them (it
+  grows partitions from their users: a V projection read by `probs @ v`
+  after an eager softmax lands with that matmul, away from Q and K), so
+  that they can merge;
 * a partition is kept only if it runs a GEMM on a weight: a region of
   element-wise work or a matmul of two activations alone gains nothing
   from linfuse and would only add a boundary (the fallback, Inductor by
@@ -28,7 +33,7 @@ import torch
 from torch.fx import GraphModule, Node
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
-from torch.fx.passes.utils.fuser_utils import fuse_as_graphmodule, topo_sort
+from torch.fx.passes.utils.fuser_utils import fuse_as_graphmodule
 
 from .importer import (HANDLED_OPS, ImportedProgram, UnsupportedOperatorError,
                        _packet_name, import_graph)
@@ -104,6 +109,86 @@ def _runs_weight_gemm(nodes: list[Node], weights: set[Node]) -> bool:
                and _reaches_weight(n, members, weights) for n in nodes)
 
 
+def _weight_only(gm: GraphModule, weights: set[Node]) -> set[Node]:
+    """The weights and the nodes computed from weights alone (a transpose,
+    a cast, a view of a weight)."""
+    out = set(weights)
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.all_input_nodes and \
+                all(a in out for a in n.all_input_nodes):
+            out.add(n)
+    return out
+
+
+def _sibling_groups(gm: GraphModule, weight_only: set[Node]) -> list[list[Node]]:
+    """GEMMs on a weight grouped by the activation they read."""
+    groups: dict[Node, list[Node]] = {}
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or _packet_name(n.target) not in _GEMMS:
+            continue
+        operands = [a for a in n.args[:3] if isinstance(a, Node)]
+        acts = [a for a in operands if a not in weight_only]
+        if len(acts) == 1 and len(operands) > 1:
+            groups.setdefault(acts[0], []).append(n)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def _acyclic(gm: GraphModule, owner: dict[Node, int]) -> bool:
+    """Whether the graph stays acyclic with each partition contracted to one
+    node (`owner` maps a member to its partition)."""
+    def key(n):
+        return ("p", owner[n]) if n in owner else ("n", n)
+
+    succs: dict = {}
+    indeg: dict = {}
+    for n in gm.graph.nodes:
+        indeg.setdefault(key(n), 0)
+        for user in n.users:
+            a, b = key(n), key(user)
+            if a != b and b not in succs.setdefault(a, set()):
+                succs[a].add(b)
+                indeg[b] = indeg.get(b, 0) + 1
+    ready = [k for k, d in indeg.items() if d == 0]
+    seen = 0
+    while ready:
+        k = ready.pop()
+        seen += 1
+        for b in succs.get(k, ()):
+            indeg[b] -= 1
+            if indeg[b] == 0:
+                ready.append(b)
+    return seen == len(indeg)
+
+
+def _gather_siblings(gm: GraphModule, partitions: list[set[Node]],
+                     weights: set[Node]) -> None:
+    """Moves sibling GEMMs (with the weight-only nodes only they read) into
+    the partition that holds most of their group, where the move keeps the
+    partitioned graph acyclic."""
+    weight_only = _weight_only(gm, weights)
+    owner = {n: i for i, p in enumerate(partitions) for n in p}
+    for group in _sibling_groups(gm, weight_only):
+        homes = [owner.get(n) for n in group]
+        placed = [h for h in homes if h is not None]
+        if not placed or len(set(placed)) == 1 and len(placed) == len(group):
+            continue
+        target = max(dict.fromkeys(placed), key=placed.count)
+        for node, home in zip(group, homes):
+            if home is None or home == target:
+                continue        # not linfuse's (unsupported), or already there
+            moving = [node] + [a for a in node.all_input_nodes
+                               if a in weight_only and owner.get(a) == home
+                               and all(u is node for u in a.users)]
+            trial = dict(owner)
+            for n in moving:
+                trial[n] = target
+            if _acyclic(gm, trial):
+                owner = trial
+                for n in moving:
+                    partitions[home].discard(n)
+                    partitions[target].add(n)
+
+
 def _import(gm: GraphModule, nodes: list[Node], weights: set[Node],
             name: str) -> Partition:
     sub, inputs, outputs = fuse_as_graphmodule(gm, nodes, name, always_return_tuple=True)
@@ -120,11 +205,16 @@ def partition_graph(gm: GraphModule, weights: Iterable[Node], *,
     holding parameters and buffers."""
     weights = set(weights)
     refused: dict[str, str] = {}
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
     for _ in range(max_rounds):
         support = LinfuseSupport(refused)
         proposed = CapabilityBasedPartitioner(
             gm, support, allows_single_node_partition=True).propose_partitions()
-        candidates = [topo_sort(list(p.nodes)) for p in proposed]
+        groups = [set(p.nodes) for p in proposed]
+        _gather_siblings(gm, groups, weights)
+        # In graph order (topological, and the same for the same graph, so
+        # that a graph Dynamo compiles again finds its partitions cached).
+        candidates = [sorted(p, key=order.__getitem__) for p in groups if p]
         candidates = [nodes for nodes in candidates if _runs_weight_gemm(nodes, weights)]
         partitions, retry = [], False
         for i, nodes in enumerate(candidates):
