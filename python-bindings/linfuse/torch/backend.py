@@ -200,6 +200,36 @@ def _is_weight(node: Node, value) -> bool:
     return False
 
 
+def _inner_tensors(value: torch.Tensor) -> int:
+    """How many plain tensors AOT autograd makes of a graph input: one, or
+    the inner tensors of a tensor subclass (a DTensor's local shard)."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+    if not isinstance(value, torch.Tensor):
+        return 0            # an opaque inner value (a DTensor's device mesh)
+    if not is_traceable_wrapper_subclass(value):
+        return 1
+    return sum(_inner_tensors(getattr(value, name))
+               for name in value.__tensor_flatten__()[0])
+
+
+def _aten_weights(aten_gm: GraphModule, example_inputs,
+                  weight_positions: list[int]) -> list[Node]:
+    """The placeholders of AOT autograd's graph that hold the weights at
+    `weight_positions` of Dynamo's inputs. AOT autograd keeps Dynamo's
+    tensor inputs in order, each as its inner tensors (a DTensor parameter
+    becomes its local shard, next to opaque placeholders for its spec);
+    other inputs (sizes, a DeviceMesh) are not tensors there."""
+    tensors = [n for n in aten_gm.graph.nodes if n.op == "placeholder"
+               and isinstance(n.meta.get("val"), torch.Tensor)]
+    counts = [_inner_tensors(x) for x in example_inputs]
+    if sum(counts) != len(tensors):
+        warnings.warn("linfuse: could not match the graph's inputs to the model's "
+                      "parameters; its GEMMs run on the fallback", stacklevel=3)
+        return []
+    starts = [sum(counts[:i]) for i in range(len(counts))]
+    return [tensors[starts[i] + k] for i in weight_positions for k in range(counts[i])]
+
+
 class Backend:
     """A `torch.compile` backend: `torch.compile(model, backend=Backend(...))`.
 
@@ -242,14 +272,8 @@ class Backend:
             return self._fallback_whole(gm, example_inputs, opts)
         from torch._dynamo.backends.common import aot_autograd
 
-        count = len(placeholders)
-
         def compile_aten(aten_gm: GraphModule, aten_inputs):
-            aten_placeholders = [n for n in aten_gm.graph.nodes if n.op == "placeholder"]
-            # AOT autograd keeps Dynamo's inputs in order (it would only
-            # drop duplicated ones): the weights are at the same places.
-            weights = ([aten_placeholders[i] for i in weight_positions]
-                       if len(aten_placeholders) == count else [])
+            weights = _aten_weights(aten_gm, example_inputs, weight_positions)
             out, info = compile_graph(aten_gm, weights, opts, self._cache)
             self.graphs.append(info)
             if opts.fallback == "eager":
