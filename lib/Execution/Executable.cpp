@@ -242,13 +242,13 @@ static llvm::Error runtimeError(const llvm::Twine &what) {
 }
 
 /// Device memory holding a copy of `bytes` bytes at `data` (CUDA), or that
-/// memory itself (CPU).
+/// memory itself (CPU, or device memory on CUDA).
 static llvm::Expected<Executable::Buffer>
-upload(Target target, const void *data, size_t bytes,
+upload(Target target, const void *data, bool onDevice, size_t bytes,
        llvm::ArrayRef<int64_t> shape) {
   Executable::Buffer b;
   b.shape.assign(shape.begin(), shape.end());
-  if (target == Target::CPU) {
+  if (target == Target::CPU || onDevice) {
     b.data = const_cast<void *>(data);
     return b;
   }
@@ -338,7 +338,11 @@ static llvm::Error uploadAll(Target target,
     if (!bytes)
       return makeError("input " + llvm::Twine(indices[i]) +
                        ": shape too large");
-    auto b = upload(target, input.data, *bytes, input.shape);
+    if (input.device && target != Target::CUDA)
+      return makeError("input " + llvm::Twine(indices[i]) +
+                       ": device memory, but the function was compiled for "
+                       "the CPU");
+    auto b = upload(target, input.data, input.device, *bytes, input.shape);
     if (!b)
       return b.takeError();
     out.push_back(std::move(*b));
@@ -639,8 +643,58 @@ llvm::Error Executable::packWeights(llvm::ArrayRef<ArrayView> weights) {
   return llvm::Error::success();
 }
 
+#ifdef LINFUSE_ENABLE_CUDA
+/// A device copy of the (possibly strided) device memref at `words`, with
+/// the same strides; freed after the work on `stream` (see
+/// linfuse_cuda_free_after). Enqueued on the runtime's stream: synchronize
+/// before handing it out.
+static llvm::Expected<ResultArray>
+copyOnDevice(const int64_t *words, const TensorSignature &type, void *stream) {
+  size_t rank = type.shape.size();
+  ResultArray a;
+  a.type = type.type;
+  a.device = true;
+  a.shape.assign(words + 3, words + 3 + rank);
+  a.strides.assign(words + 3 + rank, words + 3 + 2 * rank);
+  int64_t elt = byteSize(type.type);
+  int64_t span = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    if (a.shape[d] == 0)
+      span = 0;
+    if (span)
+      span += (a.shape[d] - 1) * a.strides[d];
+  }
+  void *copy = mgpuMemAlloc(std::max<int64_t>(span * elt, 1), nullptr,
+                            /*isHostShared=*/false);
+  if (!copy) {
+    if (llvm::Error err = runtimeError("copying a result on the device"))
+      return std::move(err);
+    return makeError("copying a result on the device failed");
+  }
+  const char *base = reinterpret_cast<const char *>(words[1]) + words[2] * elt;
+  if (span)
+    mgpuMemcpy(copy, const_cast<char *>(base), span * elt, nullptr);
+  a.data = copy;
+  a.owner = std::shared_ptr<void>(
+      copy, [stream](void *p) { linfuse_cuda_free_after(p, stream); });
+  if (llvm::Error err = runtimeError("copying a result on the device"))
+    return std::move(err);
+  return a;
+}
+#endif
+
 llvm::Expected<std::vector<ResultArray>>
-Executable::invoke(llvm::ArrayRef<ArrayView> in) {
+Executable::invoke(llvm::ArrayRef<ArrayView> in, const InvokeOptions &options) {
+  // Device results in place (CUDA), like the CPU's host results.
+  bool inPlace =
+      targetKind == Target::CPU || (options.deviceResults && targetKind == Target::CUDA);
+#ifdef LINFUSE_ENABLE_CUDA
+  if (targetKind == Target::CUDA && options.stream) {
+    linfuse_cuda_wait_for_stream(options.stream);
+    if (llvm::Error err = runtimeError("waiting for the caller's stream"))
+      return std::move(err);
+  }
+#endif
   size_t numActs = numActivations();
   bool allArguments = in.size() == args.size();
   if (!allArguments && !(weightsPacked && in.size() == numActs)) {
@@ -676,7 +730,8 @@ Executable::invoke(llvm::ArrayRef<ArrayView> in) {
 
   std::vector<ResultArray> out;
   // The results handed out in place so far, by allocation.
-  llvm::DenseMap<void *, SmallVector<size_t, 4>> inPlace;
+  llvm::DenseMap<void *, SmallVector<size_t, 4>> handedOut;
+  llvm::Error copyErr = llvm::Error::success();
   llvm::Error err =
       callEntry(activations, weights, [&](MutableArrayRef<RawResult> results) {
         for (RawResult &r : results) {
@@ -693,20 +748,43 @@ Executable::invoke(llvm::ArrayRef<ArrayView> in) {
           // twice) gets a copy, so that writing into one result never
           // changes another.
           void *allocation = reinterpret_cast<void *>(r.words[0]);
-          auto earlier = inPlace.find(allocation);
-          bool sharesOwner = targetKind == Target::CPU && !r.ours &&
-                             earlier != inPlace.end() &&
+          auto earlier = handedOut.find(allocation);
+          bool sharesOwner = inPlace && !r.ours &&
+                             earlier != handedOut.end() &&
                              llvm::all_of(earlier->second, [&](size_t j) {
                                return disjoint(a, out[j], byteSize(a.type));
                              });
-          if (targetKind == Target::CPU && (r.ours || sharesOwner)) {
-            if (r.ours) {
+          a.device = targetKind == Target::CUDA && inPlace;
+          if (inPlace && (r.ours || sharesOwner)) {
+            if (!r.ours) {
+              a.owner = out[earlier->second.front()].owner;
+            } else if (targetKind == Target::CPU) {
               a.owner = std::shared_ptr<void>(allocation, std::free);
               r.taken = true;
             } else {
-              a.owner = out[earlier->second.front()].owner;
+#ifdef LINFUSE_ENABLE_CUDA
+              void *stream = options.stream;
+              a.owner = std::shared_ptr<void>(allocation, [stream](void *p) {
+                linfuse_cuda_free_after(p, stream);
+              });
+              r.taken = true;
+#endif
             }
-            inPlace[allocation].push_back(out.size());
+            handedOut[allocation].push_back(out.size());
+          } else if (a.device) {
+#ifdef LINFUSE_ENABLE_CUDA
+            // Memory the caller owns (an input returned) or a buffer another
+            // result has: a device copy.
+            auto copy = copyOnDevice(r.words, *r.type, options.stream);
+            if (!copy) {
+              if (!copyErr)
+                copyErr = copy.takeError();
+              else
+                llvm::consumeError(copy.takeError());
+              continue;
+            }
+            a = std::move(*copy);
+#endif
           } else {
             // Device memory, memory the caller owns, or a buffer another
             // result has: a copy.
@@ -722,7 +800,18 @@ Executable::invoke(llvm::ArrayRef<ArrayView> in) {
           out.push_back(std::move(a));
         }
       });
-  if (err)
+  if (err) {
+    llvm::consumeError(std::move(copyErr));
     return std::move(err);
+  }
+  if (copyErr)
+    return std::move(copyErr);
+#ifdef LINFUSE_ENABLE_CUDA
+  // Device copies were enqueued after the call's own synchronization.
+  if (targetKind == Target::CUDA && inPlace &&
+      linfuse_cuda_synchronize() != LINFUSE_OK)
+    if (llvm::Error e = runtimeError("@" + entryName))
+      return std::move(e);
+#endif
   return out;
 }

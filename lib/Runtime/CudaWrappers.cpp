@@ -251,7 +251,47 @@ int32_t linfuse_cuda_synchronize(void) {
   });
 }
 
+int32_t linfuse_cuda_device(void) {
+  ScopedContext context("linfuse_cuda_device");
+  return context.status() == LINFUSE_OK ? deviceOrdinal() : -1;
+}
+
+int32_t linfuse_cuda_wait_for_stream(void *stream) {
+  constexpr const char *fn = "linfuse_cuda_wait_for_stream";
+  auto other = static_cast<CUstream>(stream);
+  if (!other)
+    return LINFUSE_OK;
+  return inContext(fn, nullptr, [&](CUstream runtime) -> int32_t {
+    if (other == runtime)
+      return LINFUSE_OK;
+    // One event per thread, reused: cuStreamWaitEvent waits for the work
+    // the event's latest record captured, later records do not matter.
+    thread_local CUevent event = nullptr;
+    if (!event)
+      if (int32_t s = check(
+              driver().cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), fn,
+              "cuEventCreate"))
+        return s;
+    if (int32_t s = check(driver().cuEventRecord(event, other), fn,
+                          "cuEventRecord"))
+      return s;
+    return check(driver().cuStreamWaitEvent(runtime, event, 0), fn,
+                 "cuStreamWaitEvent");
+  });
+}
+
+extern "C" void mgpuMemFree(void *ptr, CUstream stream);
+
+void linfuse_cuda_free_after(void *ptr, void *stream) {
+  // If the wait fails (the stream is gone), the free is still ordered on
+  // the runtime's stream, after everything the runtime did with it.
+  if (linfuse_cuda_wait_for_stream(stream) != LINFUSE_OK)
+    linfuse_clear_error();
+  mgpuMemFree(ptr, nullptr);
+}
+
 namespace {
+/// This thread's timing eventsnamespace {
 /// This thread's timing events (created with timing enabled, unlike
 /// mgpuEventCreate's).
 thread_local CUevent timerStart = nullptr, timerStop = nullptr;

@@ -3,6 +3,9 @@
 #include "Arrays.h"
 #include "DLPack.h"
 
+#include "linfuse/Runtime/Runtime.h"
+
+#include <algorithm>
 #include <optional>
 
 namespace py = pybind11;
@@ -10,6 +13,7 @@ using namespace linfuse_python;
 using mlir::linfuse::ArrayView;
 using mlir::linfuse::ElementType;
 using mlir::linfuse::ResultArray;
+using mlir::linfuse::Target;
 
 py::handle linfuse_python::errorType;
 
@@ -124,6 +128,35 @@ void CallInputs::add(py::handle object, size_t index) {
   return addDLPack(object, index);
 }
 
+bool CallInputs::anyOnDevice() const {
+  return std::any_of(arrays.begin(), arrays.end(),
+                     [](const ArrayView &a) { return a.device; });
+}
+
+/// The DLPack device type `object` says it lives on (before exporting it).
+static int32_t dlpackDevice(py::handle object) {
+  if (!py::hasattr(object, "__dlpack_device__"))
+    return dlpack::kDLCPU;
+  py::tuple device = object.attr("__dlpack_device__")();
+  return device[0].cast<int32_t>();
+}
+
+/// The ordinal of the runtime's CUDA device; raises linfuse.Error saying
+/// why there is none (`where` starts the message).
+static int32_t runtimeDevice(const std::string &where) {
+#ifdef LINFUSE_ENABLE_CUDA
+  int32_t ordinal = linfuse_cuda_device();
+  if (ordinal >= 0)
+    return ordinal;
+  std::string reason = linfuse_last_error_message();
+  linfuse_clear_error();
+  raise(where + ": a CUDA tensor, but the CUDA backend cannot run here (" +
+        reason + ")");
+#else
+  raise(where + ": a CUDA tensor, but this linfuse was built without CUDA");
+#endif
+}
+
 void CallInputs::addNumpy(py::handle object, size_t index) {
   // The same object when it is already a C-contiguous array.
   py::array array = py::array::ensure(object, py::array::c_style);
@@ -151,6 +184,13 @@ void CallInputs::addDLPack(py::handle object, size_t index) {
   if (py::hasattr(object, "requires_grad") &&
       py::bool_(object.attr("requires_grad")))
     raise(where + ": the tensor requires grad; pass tensor.detach()");
+  int32_t deviceType = dlpackDevice(object);
+  if (deviceType == dlpack::kDLCUDA && target != Target::CUDA)
+    raise(where + ": a CUDA tensor, but the function was compiled for the "
+                  "CPU; pass a CPU tensor or compile with target='cuda'");
+  int32_t ordinal = deviceType == dlpack::kDLCUDA ? runtimeDevice(where) : 0;
+  // A CUDA tensor is read on the runtime's stream after the work on the
+  // caller's (InvokeOptions::stream): export it without a stream hand-off.
   py::object capsule = object.attr("__dlpack__")();
   auto *tensor = static_cast<dlpack::ManagedTensor *>(
       PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
@@ -160,11 +200,21 @@ void CallInputs::addDLPack(py::handle object, size_t index) {
   PyCapsule_SetName(capsule.ptr(), "used_dltensor");
   managed.push_back(tensor);
   const dlpack::Tensor &t = tensor->tensor;
-  if (t.device.deviceType != dlpack::kDLCPU &&
+  bool onDevice = t.device.deviceType == dlpack::kDLCUDA;
+  if (onDevice && target != Target::CUDA)
+    raise(where + ": a CUDA tensor, but the function was compiled for the "
+                  "CPU; pass a CPU tensor or compile with target='cuda'");
+  if (onDevice && (deviceType != dlpack::kDLCUDA ||
+                   t.device.deviceId != ordinal))
+    raise(where + ": a tensor on CUDA device " +
+          std::to_string(t.device.deviceId) +
+          ", but linfuse runs on device " +
+          std::to_string(runtimeDevice(where)));
+  if (!onDevice && t.device.deviceType != dlpack::kDLCPU &&
       t.device.deviceType != dlpack::kDLCUDAHost)
-    raise(where + ": the tensor is not in host memory (DLPack device type " +
-          std::to_string(t.device.deviceType) +
-          "); linfuse takes host tensors: call .cpu() first");
+    raise(where + ": the tensor is neither in host memory nor on a CUDA "
+                  "device (DLPack device type " +
+          std::to_string(t.device.deviceType) + "); call .cpu() first");
   std::optional<ElementType> type = fromDLPack(t.dtype);
   if (!type)
     raise(where + ": DLPack dtype (code " + std::to_string(t.dtype.code) +
@@ -183,6 +233,7 @@ void CallInputs::addDLPack(py::handle object, size_t index) {
     }
   }
   view.data = static_cast<char *>(t.data) + t.byteOffset;
+  view.device = onDevice;
   arrays.push_back(std::move(view));
   keepAlive.push_back(py::reinterpret_borrow<py::object>(object));
 }
@@ -199,4 +250,63 @@ py::array linfuse_python::toNumpy(ResultArray result) {
   py::capsule base(
       owner, [](void *p) { delete static_cast<std::shared_ptr<void> *>(p); });
   return py::array(dtype, shape, strides, data, base);
+}
+
+static dlpack::DataType toDLPackType(ElementType type) {
+  switch (type) {
+  case ElementType::F32:
+    return {dlpack::kDLFloat, 32, 1};
+  case ElementType::F64:
+    return {dlpack::kDLFloat, 64, 1};
+  case ElementType::F16:
+    return {dlpack::kDLFloat, 16, 1};
+  case ElementType::BF16:
+    return {dlpack::kDLBfloat, 16, 1};
+  case ElementType::I64:
+    return {dlpack::kDLInt, 64, 1};
+  case ElementType::I32:
+    return {dlpack::kDLInt, 32, 1};
+  case ElementType::I8:
+    return {dlpack::kDLInt, 8, 1};
+  case ElementType::I1:
+    return {dlpack::kDLBool, 8, 1};
+  }
+  return {dlpack::kDLFloat, 32, 1};
+}
+
+namespace {
+/// A DLPack tensor and what it points into, freed by its deleter.
+struct ExportedResult {
+  dlpack::ManagedTensor managed;
+  std::vector<int64_t> shape, strides;
+  std::shared_ptr<void> owner;
+};
+} // namespace
+
+py::capsule linfuse_python::toDLPack(ResultArray result) {
+  auto *out = new ExportedResult();
+  out->shape.assign(result.shape.begin(), result.shape.end());
+  out->strides.assign(result.strides.begin(), result.strides.end());
+  out->owner = std::move(result.owner);
+  dlpack::Tensor &t = out->managed.tensor;
+  t.data = result.data;
+  t.device = {result.device ? int32_t(dlpack::kDLCUDA) : int32_t(dlpack::kDLCPU),
+              result.device ? runtimeDevice("a result") : 0};
+  t.ndim = static_cast<int32_t>(out->shape.size());
+  t.dtype = toDLPackType(result.type);
+  t.shape = out->shape.data();
+  t.strides = out->strides.data();
+  t.byteOffset = 0;
+  out->managed.managerContext = out;
+  out->managed.deleter = [](dlpack::ManagedTensor *self) {
+    delete static_cast<ExportedResult *>(self->managerContext);
+  };
+  // A capsule nobody consumed (still named "dltensor") frees the tensor.
+  return py::capsule(&out->managed, "dltensor", [](PyObject *capsule) {
+    if (!PyCapsule_IsValid(capsule, "dltensor"))
+      return;
+    auto *managed = static_cast<dlpack::ManagedTensor *>(
+        PyCapsule_GetPointer(capsule, "dltensor"));
+    managed->deleter(managed);
+  });
 }

@@ -271,7 +271,7 @@ PYBIND11_MODULE(_linfuse, m) {
       .def(
           "pack_weights",
           [](CompiledFunction &f, const py::sequence &weights) {
-            auto inputs = std::make_unique<CallInputs>();
+            auto inputs = std::make_unique<CallInputs>(f.exe->target());
             readInputs(weights, *inputs);
             check(withoutGil(
                 [&] { return f.exe->packWeights(inputs->views()); }));
@@ -281,15 +281,27 @@ PYBIND11_MODULE(_linfuse, m) {
           py::arg("weights"))
       .def(
           "__call__",
-          [](CompiledFunction &f, const py::sequence &args) {
-            CallInputs inputs;
+          [](CompiledFunction &f, const py::sequence &args, uintptr_t stream,
+             bool deviceResults) {
+            CallInputs inputs(f.exe->target());
             readInputs(args, inputs);
-            std::vector<ResultArray> results = check(
-                withoutGil([&] { return f.exe->invoke(inputs.views()); }));
+            InvokeOptions options;
+            options.stream = reinterpret_cast<void *>(stream);
+            options.deviceResults = deviceResults;
+            std::vector<ResultArray> results = check(withoutGil(
+                [&] { return f.exe->invoke(inputs.views(), options); }));
             py::list out;
-            for (ResultArray &r : results)
-              out.append(toNumpy(std::move(r)));
+            for (ResultArray &r : results) {
+              if (r.device)
+                out.append(toDLPack(std::move(r)));
+              else
+                out.append(toNumpy(std::move(r)));
+            }
             return out;
           },
-          py::arg("args"));
+          py::arg("args"), py::arg("stream") = 0,
+          py::arg("device_results") = false,
+          "Calls the function. CUDA target: `stream` is the caller's CUstream "
+          "(the call waits for its work first), `device_results` keeps the "
+          "results on the device (DLPack capsules) instead of numpy copies.");
 }

@@ -12,15 +12,15 @@ import sys
 WORKER = pathlib.Path(__file__).parent / "workers" / "tensor_parallel_llama.py"
 
 
-def test_two_rank_tensor_parallel_llama():
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), OMP_NUM_THREADS="1")
+def test_two_rank_tensor_parallel_llama(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), OMP_NUM_THREADS="1",
+               LINFUSE_TP_RESULTS=str(tmp_path))
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
          "--standalone", str(WORKER)],
         capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    results = [json.loads(line.split("RESULT ", 1)[1])
-               for line in proc.stdout.splitlines() if "RESULT " in line]
+    results = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("rank*.json"))]
     assert sorted(r["rank"] for r in results) == [0, 1], proc.stdout[-2000:]
     for r in results:
         assert all(e < 1e-4 for e in r["errors"]), r

@@ -212,15 +212,21 @@ def test_graphs_needing_gradients_run_on_the_fallback():
 
 
 def test_bad_options_are_one_line_errors():
-    with pytest.raises(linfuse.Error, match="target must be 'cpu' or 'cuda'"):
+    with pytest.raises(linfuse.Error, match="target must be 'cpu', 'cuda' or 'auto'"):
         lt.backend(target="tpu")
     with pytest.raises(linfuse.Error, match="fallback must be one of"):
         lt.backend(fallback="xla")
     with pytest.raises(linfuse.Error, match="unknown option 'nope'"):
         lt.backend(nope=1)
     with pytest.raises(linfuse.Error, match="cuda_graph=True needs target='cuda'"):
-        lt.backend(cuda_graph=True)
+        lt.backend(target="cpu", cuda_graph=True)
     model = torch.nn.Linear(4, 4)
+    if linfuse.cuda_enabled():
+        # target "auto" takes the graph's device: CPU tensors, no CUDA graph.
+        compiled = torch.compile(model, backend=lt.backend(cuda_graph=True))
+        with torch.no_grad(), pytest.raises(Exception, match="tensors are on the CPU"):
+            compiled(torch.randn(2, 4))
+        torch._dynamo.reset()
     compiled = torch.compile(model, backend="linfuse", options={"fallback": "nope"})
     with torch.no_grad(), pytest.raises(Exception, match="fallback must be one of"):
         compiled(torch.randn(2, 4))

@@ -57,11 +57,27 @@ struct TensorSignature {
 
 /// An array the caller owns and keeps alive across the call: packed
 /// row-major host memory (the Python bindings' numpy arrays and DLPack
-/// tensors, without copies on the CPU).
+/// tensors, without copies on the CPU), or, for the CUDA target, device
+/// memory of the runtime's device (read in place, no copies).
 struct ArrayView {
   ElementType type = ElementType::F32;
   llvm::SmallVector<int64_t> shape;
   const void *data = nullptr;
+  /// `data` is device memory (CUDA target only).
+  bool device = false;
+};
+
+/// How invoke() exchanges memory with the caller on the CUDA target.
+struct InvokeOptions {
+  /// Results stay on the device, handed out in place like the CPU's
+  /// (ResultArray::device), instead of host copies.
+  bool deviceResults = false;
+  /// The caller's stream (a CUstream of the runtime's device, e.g.
+  /// PyTorch's current stream), or null: the call first waits for the work
+  /// enqueued on it (which produced the inputs), and device results are
+  /// freed only after the work enqueued on it by the time they are
+  /// released.
+  void *stream = nullptr;
 };
 
 /// A result handed to the caller without a copy where possible: on the CPU,
@@ -75,6 +91,8 @@ struct ResultArray {
   /// In elements (views of a merged result are not row-major).
   llvm::SmallVector<int64_t> strides;
   void *data = nullptr;
+  /// `data` is device memory (InvokeOptions::deviceResults).
+  bool device = false;
   /// Frees the memory `data` points into when the last result sharing it is
   /// gone.
   std::shared_ptr<void> owner;
@@ -114,9 +132,10 @@ public:
   /// Calls the entry function on `inputs`: every argument, or, after
   /// packWeights(), only the arguments that are not weights. Weights passed
   /// here are packed for this call only. Results are returned without a copy
-  /// on the CPU (see ResultArray).
+  /// on the CPU, and on CUDA with `options.deviceResults` (see ResultArray).
+  /// On CUDA the call returns when the device is done.
   llvm::Expected<std::vector<ResultArray>>
-  invoke(llvm::ArrayRef<ArrayView> inputs);
+  invoke(llvm::ArrayRef<ArrayView> inputs, const InvokeOptions &options = {});
 
   /// The number of arguments that are not `linfuse.weight`.
   size_t numActivations() const;

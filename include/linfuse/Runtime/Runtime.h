@@ -174,6 +174,22 @@ LINFUSE_RUNTIME_EXPORT void *linfuse_cuda_stream(void);
  * LINFUSE_OK or the (recorded) error, e.g. a kernel's fault. */
 LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_synchronize(void);
 
+/* The ordinal of the device the backend uses (initializing it), or -1 with
+ * the error recorded. */
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_device(void);
+
+/* Makes the runtime's stream wait for the work enqueued so far on `stream`,
+ * a CUstream of the same device (a framework's current stream), without
+ * blocking the host: work the runtime enqueues next reads what that work
+ * wrote. A null `stream`, or the runtime's own, is a no-op. */
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_wait_for_stream(void *stream);
+
+/* Frees device memory from mgpuMemAlloc once the work enqueued so far on
+ * `stream` (which may still read it) is done: the free is ordered after
+ * it on the runtime's stream (see linfuse_cuda_wait_for_stream). For
+ * results handed to a framework that uses them on its own stream. */
+LINFUSE_RUNTIME_EXPORT void linfuse_cuda_free_after(void *ptr, void *stream);
+
 /* linfuse_cpu_gemm on the device, with cuBLASLt, enqueued on the runtime's
  * stream (returns before the result is ready). Same arguments and
  * semantics, except:

@@ -44,7 +44,7 @@ _FALLBACKS = ("inductor", "eager")
 class BackendOptions:
     """What a backend does; every field can also be given through
     `torch.compile(..., options={...})`."""
-    target: str = "cpu"              # "cpu" | "cuda"
+    target: str = "auto"             # "cpu" | "cuda" | "auto": where the graph's tensors are
     fallback: str = "inductor"       # what runs the rest: "inductor" | "eager"
     cuda_graph: bool = False         # target "cuda": replay each partition as a CUDA graph
     optimize: bool = True            # False: partitions compiled without linfuse's merging
@@ -66,13 +66,13 @@ class BackendOptions:
         return out
 
     def validate(self) -> None:
-        if self.target not in ("cpu", "cuda"):
-            raise linfuse.Error(f"linfuse backend: target must be 'cpu' or 'cuda', "
-                                f"got {self.target!r}")
+        if self.target not in ("cpu", "cuda", "auto"):
+            raise linfuse.Error(f"linfuse backend: target must be 'cpu', 'cuda' or "
+                                f"'auto', got {self.target!r}")
         if self.fallback not in _FALLBACKS:
             raise linfuse.Error(f"linfuse backend: fallback must be one of "
                                 f"{', '.join(map(repr, _FALLBACKS))}, got {self.fallback!r}")
-        if self.cuda_graph and self.target != "cuda":
+        if self.cuda_graph and self.target == "cpu":
             raise linfuse.Error("linfuse backend: cuda_graph=True needs target='cuda'")
         if self.target == "cuda" and not linfuse.cuda_enabled():
             raise linfuse.Error("linfuse backend: this linfuse was built without CUDA")
@@ -234,10 +234,13 @@ class Backend:
     """A `torch.compile` backend: `torch.compile(model, backend=Backend(...))`.
 
     Options (also through `torch.compile(..., options={...})`):
-    `target` ("cpu" or "cuda"), `fallback` ("inductor" or "eager": what runs
+    `target` ("cpu", "cuda", or "auto": the device of the graph's tensors),
+    `fallback` ("inductor" or "eager": what runs
     the regions linfuse does not take), `cuda_graph` (target "cuda"),
     `optimize` (False compiles partitions without merging: the reference).
-    `mode="reduce-overhead"` turns on `cuda_graph` for target "cuda".
+    `mode="reduce-overhead"` turns on `cuda_graph` for target "cuda". CUDA
+    tensors are read and returned on the device (DLPack), ordered after the
+    work on PyTorch's current stream.
     """
 
     def __init__(self, **options):
@@ -261,6 +264,15 @@ class Backend:
     def __call__(self, gm: GraphModule, example_inputs, *, mode: Optional[str] = None,
                  options: Optional[dict] = None):
         opts = self.options.updated(mode, options)
+        if opts.target == "auto":
+            on_cuda = any(isinstance(x, torch.Tensor) and x.is_cuda for x in example_inputs)
+            opts.target = "cuda" if on_cuda else "cpu"
+            if mode == "reduce-overhead" and on_cuda:
+                opts.cuda_graph = True
+            if opts.cuda_graph and not on_cuda:
+                raise linfuse.Error("linfuse backend: cuda_graph=True, but the graph's "
+                                    "tensors are on the CPU")
+            opts.validate()
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         weight_positions = [i for i, (n, x) in enumerate(zip(placeholders, example_inputs))
                             if _is_weight(n, x)]

@@ -19,7 +19,7 @@ from torch.utils import _pytree as pytree
 import linfuse
 
 from .importer import ImportedProgram
-from .runtime import result_converters, to_input as _to_input
+from .runtime import call_native, result_converters, to_input as _to_input
 
 __all__ = ["CompiledModule", "PartitionedModule"]
 
@@ -172,9 +172,9 @@ class CompiledModule(_ExportedCall):
     def __call__(self, *args, **kwargs):
         tensors = self._tensors(self._leaves(args, kwargs))
         self._sizes.check(tensors)
-        results = self._call([_to_input(t, i) for i, t in enumerate(tensors)])
-        return self._structured([convert(r) for convert, r in
-                                 zip(self._converters, results)])
+        return self._structured(call_native(
+            self._call, [_to_input(t, i) for i, t in enumerate(tensors)],
+            self._converters))
 
     def __repr__(self) -> str:
         return (f"<linfuse.torch.CompiledModule ({', '.join(self.imported.input_types)}) "

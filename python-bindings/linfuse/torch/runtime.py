@@ -22,7 +22,7 @@ import linfuse
 
 from .partition import Partition
 
-__all__ = ["CompiledPartition", "to_input", "from_bf16_bits"]
+__all__ = ["CompiledPartition", "to_input", "from_bf16_bits", "call_native"]
 
 
 def from_bf16_bits(array) -> torch.Tensor:
@@ -31,25 +31,38 @@ def from_bf16_bits(array) -> torch.Tensor:
 
 
 def to_input(value, index: int):
-    """A CPU tensor as the native module reads it fastest, in place: a numpy
-    view (bf16, which numpy lacks, goes through DLPack)."""
+    """A tensor as the native module reads it fastest, in place: a numpy
+    view of a CPU tensor (bf16, which numpy lacks, goes through DLPack), a
+    CUDA tensor through DLPack (read on the device by a function compiled
+    for CUDA)."""
     if not isinstance(value, torch.Tensor):
         return value
-    if not value.is_cpu:
+    if not (value.is_cpu or value.is_cuda):
         raise linfuse.Error(f"input {index}: a tensor on {value.device}; "
-                            "linfuse.torch runs CPU tensors (CUDA tensors are not "
-                            "supported yet)")
+                            "linfuse.torch runs CPU and CUDA tensors")
     if value.requires_grad:
         value = value.detach()
     if not value.is_contiguous():
         value = value.contiguous()
-    return value if value.dtype is torch.bfloat16 else value.numpy()
+    return value if value.dtype is torch.bfloat16 or value.is_cuda else value.numpy()
 
 
 def result_converters(function: "linfuse.Function") -> list:
     """numpy results -> tensors over the same memory, one converter each."""
     return [from_bf16_bits if t.endswith("bf16") else torch.from_numpy
             for t in function.results]
+
+
+def call_native(call, inputs: list, converters: list) -> list[torch.Tensor]:
+    """Calls a compiled function (`Function._native`) on `to_input` values.
+    With CUDA tensors among them, the call is ordered after the work on
+    PyTorch's current stream and the results stay on the device (tensors
+    over linfuse's buffers, through DLPack); otherwise results are tensors
+    over the host buffers."""
+    if any(isinstance(x, torch.Tensor) and x.is_cuda for x in inputs):
+        stream = torch.cuda.current_stream().cuda_stream
+        return [torch.from_dlpack(r) for r in call(inputs, stream, True)]
+    return [convert(r) for convert, r in zip(converters, call(inputs))]
 
 
 def _shape_only(module: torch.fx.GraphModule) -> torch.fx.GraphModule:
@@ -106,6 +119,10 @@ class CompiledPartition:
 
     def _pack(self, weights: list) -> None:
         start = time.perf_counter()
+        if any(w.is_cuda for w in weights):
+            # Packing runs on linfuse's stream: the weights' writes first
+            # (once per packing, not per call).
+            torch.cuda.current_stream().synchronize()
         self.function.load_weights(*[to_input(w, i) for i, w in enumerate(weights)])
         self.pack_seconds += time.perf_counter() - start
         self.packs += 1
@@ -121,8 +138,9 @@ class CompiledPartition:
                 self.function._weights_key = None     # stays unset if packing fails
                 self._pack(weights)
                 self.function._weights_key = key
-        results = self._call([to_input(args[i], i) for i in self._input_pos])
-        return tuple(convert(r) for convert, r in zip(self._converters, results))
+        return tuple(call_native(self._call, [to_input(args[i], i)
+                                              for i in self._input_pos],
+                                 self._converters))
 
     # -- as the `linfuse::partition` operator (for a compiling fallback) -----
     def _arguments(self, tensors, sizes) -> list:

@@ -5,7 +5,9 @@ A 2-layer LlamaForCausalLM is split with torch.distributed.tensor.parallel
 (q/k/v and gate/up column-wise, o/down row-wise) and compiled with
 torch.compile(backend=linfuse). Each rank prints one JSON line: the error
 against the unsplit model, the merges linfuse made of its local shards, the
-operators left to PyTorch and the GEMM calls per forward."""
+operators left to PyTorch and the GEMM calls per forward, as JSON into
+$LINFUSE_TP_RESULTS/rank<N>.json (ranks share one stdout, where lines can
+interleave)."""
 
 import json
 import os
@@ -54,7 +56,7 @@ def main():
             compiled(input_ids=ids)
             calls.append(linfuse.runtime_stats()["gemm_calls"])
     report = be.graphs[0].report      # the first graph compiled
-    print("RESULT " + json.dumps({
+    result = {
         "rank": dist.get_rank(),
         "errors": errors,
         "gemm_calls": calls,
@@ -63,7 +65,10 @@ def main():
                    for m in report.merges],
         "folds": len([f for f in report.folds if "input scale" in f.message]),
         "left_to_pytorch": be.graphs[0].left_to_pytorch,
-    }), flush=True)
+    }
+    out = os.path.join(os.environ["LINFUSE_TP_RESULTS"], f"rank{dist.get_rank()}.json")
+    with open(out, "w") as file:
+        json.dump(result, file)
     dist.destroy_process_group()
 
 
