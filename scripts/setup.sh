@@ -20,7 +20,7 @@ PACKAGES=(
   # build
   cmake ninja-build g++ pkg-config
   # runtime host backend
-  libopenblas-dev
+  libopenblas-dev libdnnl-dev
   # tests and bindings
   libgtest-dev python3-numpy pybind11-dev python3-dev python3-venv
   # benchmark plots (bench/cpu_gemm_merge.py)

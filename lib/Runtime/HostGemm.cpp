@@ -1,6 +1,11 @@
-//===- HostGemm.cpp - linfuse_cpu_gemm on OpenBLAS -----------------------===//
+//===- HostGemm.cpp - linfuse_cpu_gemm on oneDNN and OpenBLAS -------------===//
 //
 // C = epilogue(alpha * op(A) * op(B) + beta * C + bias) on the host.
+//
+// With alpha = 1 and beta = 0 (what the compiler emits) the product runs on
+// oneDNN's matmul (OneDnnGemm.cpp): native f16/bf16, bias and activation
+// fused, operands in place. What oneDNN does not take (alpha != 1, beta !=
+// 0, K = 0, layouts it has no kernel for) takes the path below.
 //
 // f32 operands are handed to cblas_sgemm in place whenever their strides
 // allow it (row-major, or the transpose of row-major, with a leading
@@ -22,6 +27,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "OneDnnGemm.h"
 #include "RuntimeInternal.h"
 
 #include <cblas.h>
@@ -500,6 +506,11 @@ int32_t validateShapes(int64_t aRank, void *a, int64_t bRank, void *b,
   return LINFUSE_OK;
 }
 
+GemmMatrix matrixOf(const Operand &o) {
+  return {o.data, o.batch, o.rows, o.cols, o.batchStride, o.rowStride,
+          o.colStride};
+}
+
 } // namespace
 
 int32_t linfuse_cpu_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
@@ -519,6 +530,18 @@ int32_t linfuse_cpu_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
   bool transA = flags & LINFUSE_GEMM_TRANSPOSE_A;
   bool transB = flags & LINFUSE_GEMM_TRANSPOSE_B;
   bool hasBias = flags & LINFUSE_GEMM_HAS_BIAS;
+
+  // The common case, C = epilogue(op(A) op(B) + bias), on oneDNN: every
+  // type natively, in place, the bias and the activation fused.
+  if (p.k > 0 && alpha == 1.0f && beta == 0.0f) {
+    GemmMatrix bias = matrixOf(p.bias);
+    if (oneDnnGemm(ab_type, c_type, matrixOf(p.a), transA, matrixOf(p.b),
+                   transB, hasBias ? &bias : nullptr, matrixOf(p.c),
+                   epilogue)) {
+      countKernelLaunches(1);
+      return LINFUSE_OK;
+    }
+  }
 
   // Strides are the same for every batch element, so batch element 0
   // decides which temporaries are needed; they are reused across the batch.

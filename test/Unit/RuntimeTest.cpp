@@ -961,7 +961,8 @@ TEST_F(RuntimeTest, StatsCountCallsAndBlasLaunches) {
   ASSERT_NE(LINFUSE_OK, bad.run(plain.a, plain.b, plain.c));
   linfuse_get_stats(&stats);
   EXPECT_EQ(2, stats.gemm_calls);
-  EXPECT_EQ(5, stats.kernel_launches); // 1 + one per batch element
+  // One oneDNN matmul per call, its batch included.
+  EXPECT_EQ(2, stats.kernel_launches);
 
   linfuse_reset_stats();
   linfuse_get_stats(&stats);

@@ -1,0 +1,317 @@
+//===- OneDnnGemm.cpp - the host GEMM on oneDNN's matmul ------------------===//
+//
+// oneDNN picks its kernels from the CPU's features at run time (AVX2,
+// AVX-512, AVX512-BF16, AMX), so one build runs at library speed on the AMD
+// EPYC and Intel Xeon machines alike; docs/Design.md has the measurements
+// that chose it over OpenBLAS. bf16 and f16 are multiplied natively with f32
+// accumulation, and the bias and the activation run inside the matmul as
+// its bias argument and an eltwise post-op.
+//
+// Through oneDNN's C API (the runtime does not use C++ exceptions). One
+// primitive per problem (types, sizes, strides, transposes, epilogue): a
+// primitive is JIT-compiled for its exact shapes, which is what makes it
+// fast, so primitives are kept in a cache shared by all threads (executing
+// one primitive from several threads at once is allowed). The engine is
+// global; streams are per thread.
+//
+//===----------------------------------------------------------------------===//
+
+#include "OneDnnGemm.h"
+#include "RuntimeInternal.h"
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include <dlfcn.h>
+
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+using namespace linfuse::runtime;
+
+namespace {
+
+// The oneDNN functions used, resolved from the library at first use: the
+// runtime does not link oneDNN, so it loads (and its CUDA backend runs)
+// where oneDNN is not installed -- the GPU bundle does not carry its 40 MB
+// (scripts/gpu-prepare.sh). Without it every call takes the OpenBLAS path.
+#define LINFUSE_DNNL_FUNCTIONS(X)                                              \
+  X(dnnl_engine_create)                                                        \
+  X(dnnl_stream_create)                                                        \
+  X(dnnl_stream_destroy)                                                       \
+  X(dnnl_stream_wait)                                                          \
+  X(dnnl_memory_desc_init_by_strides)                                          \
+  X(dnnl_memory_create)                                                        \
+  X(dnnl_memory_destroy)                                                       \
+  X(dnnl_matmul_desc_init)                                                     \
+  X(dnnl_primitive_attr_create)                                                \
+  X(dnnl_primitive_attr_destroy)                                               \
+  X(dnnl_primitive_attr_set_post_ops)                                          \
+  X(dnnl_post_ops_create)                                                      \
+  X(dnnl_post_ops_destroy)                                                     \
+  X(dnnl_post_ops_append_eltwise)                                              \
+  X(dnnl_primitive_desc_create)                                                \
+  X(dnnl_primitive_desc_destroy)                                               \
+  X(dnnl_primitive_create)                                                     \
+  X(dnnl_primitive_execute)
+
+struct Dnnl {
+#define LINFUSE_DNNL_SLOT(name) decltype(&::name) name = nullptr;
+  LINFUSE_DNNL_FUNCTIONS(LINFUSE_DNNL_SLOT)
+#undef LINFUSE_DNNL_SLOT
+  dnnl_engine_t engine = nullptr;
+};
+
+/// The library and the CPU engine, loaded once; null if either is missing
+/// ($LINFUSE_DNNL_LIBRARY names another file than Debian's libdnnl.so.2).
+const Dnnl *dnnl() {
+  static const Dnnl *instance = []() -> const Dnnl * {
+    const char *name = std::getenv("LINFUSE_DNNL_LIBRARY");
+    void *lib = dlopen(name && *name ? name : "libdnnl.so.2",
+                       RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+      return nullptr;
+    auto *d = new Dnnl();
+#define LINFUSE_DNNL_LOAD(name)                                                \
+  d->name = reinterpret_cast<decltype(&::name)>(dlsym(lib, #name));            \
+  if (!d->name)                                                                \
+    return nullptr;
+    LINFUSE_DNNL_FUNCTIONS(LINFUSE_DNNL_LOAD)
+#undef LINFUSE_DNNL_LOAD
+    if (d->dnnl_engine_create(&d->engine, dnnl_cpu, 0) != dnnl_success)
+      return nullptr;
+    return d;
+  }();
+  return instance;
+}
+
+dnnl_engine_t engine() { return dnnl() ? dnnl()->engine : nullptr; }
+
+/// This thread's stream (streams are not thread-safe).
+dnnl_stream_t stream() {
+  struct Owned {
+    dnnl_stream_t s = nullptr;
+    ~Owned() {
+      if (s)
+        dnnl()->dnnl_stream_destroy(s);
+    }
+  };
+  thread_local Owned owned;
+  if (!owned.s && engine())
+    dnnl()->dnnl_stream_create(&owned.s, engine(), dnnl_stream_default_flags);
+  return owned.s;
+}
+
+dnnl_data_type_t dnnlType(int32_t dtype) {
+  switch (dtype) {
+  case LINFUSE_F16:
+    return dnnl_f16;
+  case LINFUSE_BF16:
+    return dnnl_bf16;
+  default:
+    return dnnl_f32;
+  }
+}
+
+/// One operand as the matmul sees it: dims and strides of a 3-d
+/// (batch, rows, cols) tensor. A size-1 dimension's stride is never used
+/// to address anything, so it is normalized (callers pass any value there,
+/// and a primitive should not be compiled again for it).
+struct Layout {
+  std::array<int64_t, 3> dims, strides;
+
+  static Layout of(const GemmMatrix &m, bool trans) {
+    Layout l;
+    int64_t rows = trans ? m.cols : m.rows, cols = trans ? m.rows : m.cols;
+    int64_t rs = trans ? m.colStride : m.rowStride;
+    int64_t cs = trans ? m.rowStride : m.colStride;
+    int64_t batch = m.batchStride == 0 ? 1 : m.batch;
+    l.dims = {batch, rows, cols};
+    l.strides = {m.batchStride, rs, cs};
+    // Size-1 dimensions: strides that keep the descriptor dense-looking.
+    if (cols == 1)
+      l.strides[2] = 1;
+    if (rows == 1)
+      l.strides[1] = cols * l.strides[2];
+    if (batch == 1)
+      l.strides[0] = rows * l.strides[1];
+    return l;
+  }
+
+  bool valid() const {
+    for (int d = 0; d < 3; ++d)
+      if (strides[d] <= 0)
+        return false;
+    return true;
+  }
+};
+
+struct Key {
+  int32_t abType, cType, epilogue;
+  bool hasBias;
+  Layout a, b, c, bias;
+
+  bool operator==(const Key &o) const {
+    return std::memcmp(this, &o, sizeof(Key)) == 0;
+  }
+};
+
+struct KeyHash {
+  size_t operator()(const Key &k) const {
+    // FNV-1a over the bytes (the struct is zero-initialized, padding
+    // included, before it is filled).
+    const auto *p = reinterpret_cast<const unsigned char *>(&k);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof(Key); ++i)
+      h = (h ^ p[i]) * 1099511628211ull;
+    return size_t(h);
+  }
+};
+
+struct Entry {
+  dnnl_primitive_t primitive = nullptr; // null: oneDNN has no kernel
+  dnnl_memory_desc_t a, b, c, bias;
+};
+
+std::mutex cacheMutex;
+/// Never shrinks: a model has few distinct problems per size, and a
+/// primitive is small next to the weights it multiplies.
+std::unordered_map<Key, Entry, KeyHash> cache; // guarded by cacheMutex
+
+bool describe(const Layout &l, int32_t dtype, dnnl_memory_desc_t &md) {
+  dnnl_dims_t dims = {l.dims[0], l.dims[1], l.dims[2]};
+  dnnl_dims_t strides = {l.strides[0], l.strides[1], l.strides[2]};
+  return dnnl()->dnnl_memory_desc_init_by_strides(&md, 3, dims, dnnlType(dtype),
+                                          strides) == dnnl_success;
+}
+
+dnnl_alg_kind_t eltwise(int32_t epilogue) {
+  switch (epilogue) {
+  case LINFUSE_EPILOGUE_RELU:
+    return dnnl_eltwise_relu;
+  case LINFUSE_EPILOGUE_GELU_ERF:
+    return dnnl_eltwise_gelu_erf;
+  case LINFUSE_EPILOGUE_GELU_TANH:
+    return dnnl_eltwise_gelu_tanh;
+  case LINFUSE_EPILOGUE_SILU:
+    return dnnl_eltwise_swish; // x * sigmoid(alpha * x), alpha = 1
+  default:
+    return dnnl_alg_kind_undef;
+  }
+}
+
+/// Creates the primitive for `key` (entry.primitive stays null if oneDNN
+/// has no implementation).
+Entry create(const Key &key) {
+  Entry e;
+  if (!engine() || !describe(key.a, key.abType, e.a) ||
+      !describe(key.b, key.abType, e.b) || !describe(key.c, key.cType, e.c))
+    return e;
+  std::memset(&e.bias, 0, sizeof(e.bias));
+  if (key.hasBias && !describe(key.bias, key.cType, e.bias))
+    return e;
+  dnnl_matmul_desc_t desc;
+  if (dnnl()->dnnl_matmul_desc_init(&desc, &e.a, &e.b, key.hasBias ? &e.bias : nullptr,
+                            &e.c) != dnnl_success)
+    return e;
+  dnnl_primitive_attr_t attr = nullptr;
+  dnnl_post_ops_t ops = nullptr;
+  bool ok = dnnl()->dnnl_primitive_attr_create(&attr) == dnnl_success;
+  if (ok && key.epilogue != LINFUSE_EPILOGUE_NONE) {
+    ok = dnnl()->dnnl_post_ops_create(&ops) == dnnl_success &&
+         dnnl()->dnnl_post_ops_append_eltwise(ops, 1.0f, eltwise(key.epilogue),
+                                      key.epilogue == LINFUSE_EPILOGUE_SILU
+                                          ? 1.0f
+                                          : 0.0f,
+                                      0.0f) == dnnl_success &&
+         dnnl()->dnnl_primitive_attr_set_post_ops(attr, ops) == dnnl_success;
+  }
+  dnnl_primitive_desc_t pd = nullptr;
+  if (ok && dnnl()->dnnl_primitive_desc_create(&pd, &desc, attr, engine(), nullptr) ==
+                dnnl_success) {
+    if (dnnl()->dnnl_primitive_create(&e.primitive, pd) != dnnl_success)
+      e.primitive = nullptr;
+    dnnl()->dnnl_primitive_desc_destroy(pd);
+  }
+  if (ops)
+    dnnl()->dnnl_post_ops_destroy(ops);
+  if (attr)
+    dnnl()->dnnl_primitive_attr_destroy(attr);
+  return e;
+}
+
+const Entry &lookup(const Key &key) {
+  std::lock_guard<std::mutex> lock(cacheMutex);
+  auto it = cache.find(key);
+  if (it == cache.end())
+    it = cache.emplace(key, create(key)).first;
+  return it->second;
+}
+
+} // namespace
+
+bool linfuse::runtime::oneDnnGemm(int32_t abType, int32_t cType,
+                                  const GemmMatrix &a, bool transA,
+                                  const GemmMatrix &b, bool transB,
+                                  const GemmMatrix *bias, const GemmMatrix &c,
+                                  int32_t epilogue) {
+  Key key;
+  std::memset(&key, 0, sizeof(key));
+  key.abType = abType;
+  key.cType = cType;
+  key.epilogue = epilogue;
+  key.hasBias = bias != nullptr;
+  key.a = Layout::of(a, transA);
+  key.b = Layout::of(b, transB);
+  key.c = Layout::of(c, false);
+  if (bias) {
+    // The N bias values, broadcast over batch and rows. oneDNN 2.6 accepts
+    // a strided bias descriptor but reads it densely (measured: wrong
+    // sums), so only a dense bias is passed.
+    if (bias->colStride != 1 && bias->cols > 1)
+      return false;
+    key.bias.dims = {1, 1, bias->cols};
+    key.bias.strides = {bias->cols, bias->cols, 1};
+  }
+  if (!key.a.valid() || !key.b.valid() || !key.c.valid() ||
+      (bias && !key.bias.valid()) || key.c.dims[0] != c.batch)
+    return false;
+  // Problems no memory holds (2^40 elements and up) are left to the other
+  // path, which says "out of memory" for its temporaries instead of having
+  // oneDNN address them.
+  constexpr int64_t kMaxElements = int64_t(1) << 40;
+  for (const Layout *l : {&key.a, &key.b, &key.c}) {
+    int64_t elements = 1;
+    for (int64_t d : l->dims)
+      if (__builtin_mul_overflow(elements, d, &elements) ||
+          elements >= kMaxElements)
+        return false;
+  }
+  const Entry &entry = lookup(key);
+  dnnl_stream_t s = stream();
+  if (!entry.primitive || !s)
+    return false;
+
+  dnnl_memory_t mem[4] = {};
+  const dnnl_memory_desc_t *mds[4] = {&entry.a, &entry.b, &entry.c,
+                                      &entry.bias};
+  void *data[4] = {a.data, b.data, c.data, bias ? bias->data : nullptr};
+  int n = bias ? 4 : 3;
+  bool ok = true;
+  for (int i = 0; i < n && ok; ++i)
+    ok = dnnl()->dnnl_memory_create(&mem[i], mds[i], engine(), data[i]) == dnnl_success;
+  if (ok) {
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]},
+                               {DNNL_ARG_WEIGHTS, mem[1]},
+                               {DNNL_ARG_DST, mem[2]},
+                               {DNNL_ARG_BIAS, mem[3]}};
+    ok = dnnl()->dnnl_primitive_execute(entry.primitive, s, n, args) == dnnl_success &&
+         dnnl()->dnnl_stream_wait(s) == dnnl_success;
+  }
+  for (dnnl_memory_t m : mem)
+    if (m)
+      dnnl()->dnnl_memory_destroy(m);
+  return ok;
+}

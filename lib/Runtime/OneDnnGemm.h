@@ -1,0 +1,35 @@
+//===- OneDnnGemm.h - the host GEMM on oneDNN's matmul ------------*- C++
+//-*-===//
+//
+// Not installed: linfuse_cpu_gemm's fast path (HostGemm.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LINFUSE_LIB_RUNTIME_ONEDNNGEMM_H
+#define LINFUSE_LIB_RUNTIME_ONEDNNGEMM_H
+
+#include <cstdint>
+
+namespace linfuse::runtime {
+
+/// `batch` matrices of rows x cols; element (b, i, j) is element
+/// b * batchStride + i * rowStride + j * colStride of `data` (strides in
+/// elements, the batch stride 0 for one matrix shared by the batch).
+struct GemmMatrix {
+  char *data;
+  int64_t batch, rows, cols, batchStride, rowStride, colStride;
+};
+
+/// C = epilogue(op(A) * op(B) + bias) with oneDNN's matmul, reading and
+/// writing every operand in place in its own type (f32, f16, bf16 inputs
+/// accumulate in f32) and layout. `bias` may be null. Returns false where
+/// oneDNN has no implementation for the problem (before reading or writing
+/// anything) or its execution failed: the caller then computes C itself.
+/// True once C is written. Safe to call from several threads at once.
+bool oneDnnGemm(int32_t abType, int32_t cType, const GemmMatrix &a, bool transA,
+                const GemmMatrix &b, bool transB, const GemmMatrix *bias,
+                const GemmMatrix &c, int32_t epilogue);
+
+} // namespace linfuse::runtime
+
+#endif // LINFUSE_LIB_RUNTIME_ONEDNNGEMM_H
