@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""CPU runtime benchmark: linfuse-merged vs unfused GEMMs (OpenBLAS).
+"""CPU runtime benchmark: linfuse-merged vs unfused GEMMs (oneDNN matmul, OpenBLAS for the rest).
 
 For every shape, one module is generated and run through `linfuse-run`
 optimized (the sibling matmuls merged into one GEMM over the packed,
