@@ -686,8 +686,8 @@ copyOnDevice(const int64_t *words, const TensorSignature &type, void *stream) {
 llvm::Expected<std::vector<ResultArray>>
 Executable::invoke(llvm::ArrayRef<ArrayView> in, const InvokeOptions &options) {
   // Device results in place (CUDA), like the CPU's host results.
-  bool inPlace =
-      targetKind == Target::CPU || (options.deviceResults && targetKind == Target::CUDA);
+  bool inPlace = targetKind == Target::CPU ||
+                 (options.deviceResults && targetKind == Target::CUDA);
 #ifdef LINFUSE_ENABLE_CUDA
   if (targetKind == Target::CUDA && options.stream) {
     linfuse_cuda_wait_for_stream(options.stream);
@@ -749,8 +749,7 @@ Executable::invoke(llvm::ArrayRef<ArrayView> in, const InvokeOptions &options) {
           // changes another.
           void *allocation = reinterpret_cast<void *>(r.words[0]);
           auto earlier = handedOut.find(allocation);
-          bool sharesOwner = inPlace && !r.ours &&
-                             earlier != handedOut.end() &&
+          bool sharesOwner = inPlace && !r.ours && earlier != handedOut.end() &&
                              llvm::all_of(earlier->second, [&](size_t j) {
                                return disjoint(a, out[j], byteSize(a.type));
                              });

@@ -268,12 +268,12 @@ int32_t linfuse_cuda_wait_for_stream(void *stream) {
     // the event's latest record captured, later records do not matter.
     thread_local CUevent event = nullptr;
     if (!event)
-      if (int32_t s = check(
-              driver().cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), fn,
-              "cuEventCreate"))
+      if (int32_t s =
+              check(driver().cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), fn,
+                    "cuEventCreate"))
         return s;
-    if (int32_t s = check(driver().cuEventRecord(event, other), fn,
-                          "cuEventRecord"))
+    if (int32_t s =
+            check(driver().cuEventRecord(event, other), fn, "cuEventRecord"))
       return s;
     return check(driver().cuStreamWaitEvent(runtime, event, 0), fn,
                  "cuStreamWaitEvent");

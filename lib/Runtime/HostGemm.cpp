@@ -507,8 +507,8 @@ int32_t validateShapes(int64_t aRank, void *a, int64_t bRank, void *b,
 }
 
 GemmMatrix matrixOf(const Operand &o) {
-  return {o.data, o.batch, o.rows, o.cols, o.batchStride, o.rowStride,
-          o.colStride};
+  return {o.data,        o.batch,     o.rows,     o.cols,
+          o.batchStride, o.rowStride, o.colStride};
 }
 
 } // namespace

@@ -70,8 +70,8 @@ struct Dnnl {
 const Dnnl *dnnl() {
   static const Dnnl *instance = []() -> const Dnnl * {
     const char *name = std::getenv("LINFUSE_DNNL_LIBRARY");
-    void *lib = dlopen(name && *name ? name : "libdnnl.so.2",
-                       RTLD_NOW | RTLD_LOCAL);
+    void *lib =
+        dlopen(name && *name ? name : "libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
     if (!lib)
       return nullptr;
     auto *d = new Dnnl();
@@ -194,7 +194,7 @@ bool describe(const Layout &l, int32_t dtype, dnnl_memory_desc_t &md) {
   dnnl_dims_t dims = {l.dims[0], l.dims[1], l.dims[2]};
   dnnl_dims_t strides = {l.strides[0], l.strides[1], l.strides[2]};
   return dnnl()->dnnl_memory_desc_init_by_strides(&md, 3, dims, dnnlType(dtype),
-                                          strides) == dnnl_success;
+                                                  strides) == dnnl_success;
 }
 
 dnnl_alg_kind_t eltwise(int32_t epilogue) {
@@ -223,24 +223,24 @@ Entry create(const Key &key) {
   if (key.hasBias && !describe(key.bias, key.cType, e.bias))
     return e;
   dnnl_matmul_desc_t desc;
-  if (dnnl()->dnnl_matmul_desc_init(&desc, &e.a, &e.b, key.hasBias ? &e.bias : nullptr,
-                            &e.c) != dnnl_success)
+  if (dnnl()->dnnl_matmul_desc_init(&desc, &e.a, &e.b,
+                                    key.hasBias ? &e.bias : nullptr,
+                                    &e.c) != dnnl_success)
     return e;
   dnnl_primitive_attr_t attr = nullptr;
   dnnl_post_ops_t ops = nullptr;
   bool ok = dnnl()->dnnl_primitive_attr_create(&attr) == dnnl_success;
   if (ok && key.epilogue != LINFUSE_EPILOGUE_NONE) {
     ok = dnnl()->dnnl_post_ops_create(&ops) == dnnl_success &&
-         dnnl()->dnnl_post_ops_append_eltwise(ops, 1.0f, eltwise(key.epilogue),
-                                      key.epilogue == LINFUSE_EPILOGUE_SILU
-                                          ? 1.0f
-                                          : 0.0f,
-                                      0.0f) == dnnl_success &&
+         dnnl()->dnnl_post_ops_append_eltwise(
+             ops, 1.0f, eltwise(key.epilogue),
+             key.epilogue == LINFUSE_EPILOGUE_SILU ? 1.0f : 0.0f,
+             0.0f) == dnnl_success &&
          dnnl()->dnnl_primitive_attr_set_post_ops(attr, ops) == dnnl_success;
   }
   dnnl_primitive_desc_t pd = nullptr;
-  if (ok && dnnl()->dnnl_primitive_desc_create(&pd, &desc, attr, engine(), nullptr) ==
-                dnnl_success) {
+  if (ok && dnnl()->dnnl_primitive_desc_create(&pd, &desc, attr, engine(),
+                                               nullptr) == dnnl_success) {
     if (dnnl()->dnnl_primitive_create(&e.primitive, pd) != dnnl_success)
       e.primitive = nullptr;
     dnnl()->dnnl_primitive_desc_destroy(pd);
@@ -311,13 +311,15 @@ bool linfuse::runtime::oneDnnGemm(int32_t abType, int32_t cType,
   int n = bias ? 4 : 3;
   bool ok = true;
   for (int i = 0; i < n && ok; ++i)
-    ok = dnnl()->dnnl_memory_create(&mem[i], mds[i], engine(), data[i]) == dnnl_success;
+    ok = dnnl()->dnnl_memory_create(&mem[i], mds[i], engine(), data[i]) ==
+         dnnl_success;
   if (ok) {
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]},
                                {DNNL_ARG_WEIGHTS, mem[1]},
                                {DNNL_ARG_DST, mem[2]},
                                {DNNL_ARG_BIAS, mem[3]}};
-    ok = dnnl()->dnnl_primitive_execute(entry.primitive, s, n, args) == dnnl_success &&
+    ok = dnnl()->dnnl_primitive_execute(entry.primitive, s, n, args) ==
+             dnnl_success &&
          dnnl()->dnnl_stream_wait(s) == dnnl_success;
   }
   for (dnnl_memory_t m : mem)

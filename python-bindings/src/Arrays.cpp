@@ -204,16 +204,16 @@ void CallInputs::addDLPack(py::handle object, size_t index) {
   if (onDevice && target != Target::CUDA)
     raise(where + ": a CUDA tensor, but the function was compiled for the "
                   "CPU; pass a CPU tensor or compile with target='cuda'");
-  if (onDevice && (deviceType != dlpack::kDLCUDA ||
-                   t.device.deviceId != ordinal))
+  if (onDevice &&
+      (deviceType != dlpack::kDLCUDA || t.device.deviceId != ordinal))
     raise(where + ": a tensor on CUDA device " +
-          std::to_string(t.device.deviceId) +
-          ", but linfuse runs on device " +
+          std::to_string(t.device.deviceId) + ", but linfuse runs on device " +
           std::to_string(runtimeDevice(where)));
   if (!onDevice && t.device.deviceType != dlpack::kDLCPU &&
       t.device.deviceType != dlpack::kDLCUDAHost)
-    raise(where + ": the tensor is neither in host memory nor on a CUDA "
-                  "device (DLPack device type " +
+    raise(where +
+          ": the tensor is neither in host memory nor on a CUDA "
+          "device (DLPack device type " +
           std::to_string(t.device.deviceType) + "); call .cpu() first");
   std::optional<ElementType> type = fromDLPack(t.dtype);
   if (!type)
@@ -290,7 +290,8 @@ py::capsule linfuse_python::toDLPack(ResultArray result) {
   out->owner = std::move(result.owner);
   dlpack::Tensor &t = out->managed.tensor;
   t.data = result.data;
-  t.device = {result.device ? int32_t(dlpack::kDLCUDA) : int32_t(dlpack::kDLCPU),
+  t.device = {result.device ? int32_t(dlpack::kDLCUDA)
+                            : int32_t(dlpack::kDLCPU),
               result.device ? runtimeDevice("a result") : 0};
   t.ndim = static_cast<int32_t>(out->shape.size());
   t.dtype = toDLPackType(result.type);
