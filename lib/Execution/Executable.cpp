@@ -651,30 +651,25 @@ llvm::Error Executable::packWeights(llvm::ArrayRef<ArrayView> weights) {
 static llvm::Expected<ResultArray>
 copyOnDevice(const int64_t *words, const TensorSignature &type, void *stream) {
   size_t rank = type.shape.size();
+  int64_t elt = byteSize(type.type);
   ResultArray a;
   a.type = type.type;
   a.device = true;
   a.shape.assign(words + 3, words + 3 + rank);
   a.strides.assign(words + 3 + rank, words + 3 + 2 * rank);
-  int64_t elt = byteSize(type.type);
-  int64_t span = 1;
-  for (size_t d = 0; d < rank; ++d) {
-    if (a.shape[d] == 0)
-      span = 0;
-    if (span)
-      span += (a.shape[d] - 1) * a.strides[d];
-  }
-  void *copy = mgpuMemAlloc(std::max<int64_t>(span * elt, 1), nullptr,
-                            /*isHostShared=*/false);
+  a.data = reinterpret_cast<char *>(words[1]) + words[2] * elt;
+  auto [first, last] = byteSpan(a, elt);
+  int64_t bytes = last >= first ? last - first + 1 : 0;
+  char *copy = static_cast<char *>(mgpuMemAlloc(
+      std::max<int64_t>(bytes, 1), nullptr, /*isHostShared=*/false));
   if (!copy) {
     if (llvm::Error err = runtimeError("copying a result on the device"))
       return std::move(err);
     return makeError("copying a result on the device failed");
   }
-  const char *base = reinterpret_cast<const char *>(words[1]) + words[2] * elt;
-  if (span)
-    mgpuMemcpy(copy, const_cast<char *>(base), span * elt, nullptr);
-  a.data = copy;
+  if (bytes)
+    mgpuMemcpy(copy, const_cast<char *>(first), bytes, nullptr);
+  a.data = copy + (static_cast<const char *>(a.data) - first);
   a.owner = std::shared_ptr<void>(
       copy, [stream](void *p) { linfuse_cuda_free_after(p, stream); });
   if (llvm::Error err = runtimeError("copying a result on the device"))
@@ -732,6 +727,9 @@ Executable::invoke(llvm::ArrayRef<ArrayView> in, const InvokeOptions &options) {
   // The results handed out in place so far, by allocation.
   llvm::DenseMap<void *, SmallVector<size_t, 4>> handedOut;
   llvm::Error copyErr = llvm::Error::success();
+#ifdef LINFUSE_ENABLE_CUDA
+  bool copiedOnDevice = false;
+#endif
   llvm::Error err =
       callEntry(activations, weights, [&](MutableArrayRef<RawResult> results) {
         for (RawResult &r : results) {
@@ -783,6 +781,7 @@ Executable::invoke(llvm::ArrayRef<ArrayView> in, const InvokeOptions &options) {
               continue;
             }
             a = std::move(*copy);
+            copiedOnDevice = true;
 #endif
           } else {
             // Device memory, memory the caller owns, or a buffer another
@@ -807,8 +806,7 @@ Executable::invoke(llvm::ArrayRef<ArrayView> in, const InvokeOptions &options) {
     return std::move(copyErr);
 #ifdef LINFUSE_ENABLE_CUDA
   // Device copies were enqueued after the call's own synchronization.
-  if (targetKind == Target::CUDA && inPlace &&
-      linfuse_cuda_synchronize() != LINFUSE_OK)
+  if (copiedOnDevice && linfuse_cuda_synchronize() != LINFUSE_OK)
     if (llvm::Error e = runtimeError("@" + entryName))
       return std::move(e);
 #endif

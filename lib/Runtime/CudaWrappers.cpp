@@ -291,7 +291,6 @@ void linfuse_cuda_free_after(void *ptr, void *stream) {
 }
 
 namespace {
-/// This thread's timing eventsnamespace {
 /// This thread's timing events (created with timing enabled, unlike
 /// mgpuEventCreate's).
 thread_local CUevent timerStart = nullptr, timerStop = nullptr;

@@ -149,12 +149,10 @@ struct Matrix {
 };
 
 /// A validated memref argument of rank 1, 2 or 3: `batch` matrices (1 for
-/// ranks 1 and 2; rank 1 is read as one row) `batchStride` elements apart.
-struct Operand {
-  char *data = nullptr; // aligned + offset
+/// ranks 1 and 2; rank 1 is read as one row) `batchStride` elements apart;
+/// `data` is aligned + offset.
+struct Operand : GemmMatrix {
   int64_t elementSize = 4;
-  int64_t batch = 1, batchStride = 0;
-  int64_t rows = 1, cols = 0, rowStride = 0, colStride = 1;
 
   Matrix at(int64_t b) const {
     return {data + b * batchStride * elementSize, rows, cols, rowStride,
@@ -506,11 +504,6 @@ int32_t validateShapes(int64_t aRank, void *a, int64_t bRank, void *b,
   return LINFUSE_OK;
 }
 
-GemmMatrix matrixOf(const Operand &o) {
-  return {o.data,        o.batch,     o.rows,     o.cols,
-          o.batchStride, o.rowStride, o.colStride};
-}
-
 } // namespace
 
 int32_t linfuse_cpu_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
@@ -534,10 +527,8 @@ int32_t linfuse_cpu_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
   // The common case, C = epilogue(op(A) op(B) + bias), on oneDNN: every
   // type natively, in place, the bias and the activation fused.
   if (p.k > 0 && alpha == 1.0f && beta == 0.0f) {
-    GemmMatrix bias = matrixOf(p.bias);
-    if (oneDnnGemm(ab_type, c_type, matrixOf(p.a), transA, matrixOf(p.b),
-                   transB, hasBias ? &bias : nullptr, matrixOf(p.c),
-                   epilogue)) {
+    if (oneDnnGemm(ab_type, c_type, p.a, transA, p.b, transB,
+                   hasBias ? &p.bias : nullptr, p.c, epilogue)) {
       countKernelLaunches(1);
       return LINFUSE_OK;
     }

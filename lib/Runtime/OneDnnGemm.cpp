@@ -27,6 +27,7 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 
@@ -74,7 +75,7 @@ const Dnnl *dnnl() {
         dlopen(name && *name ? name : "libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
     if (!lib)
       return nullptr;
-    auto *d = new Dnnl();
+    auto d = std::make_unique<Dnnl>();
 #define LINFUSE_DNNL_LOAD(name)                                                \
   d->name = reinterpret_cast<decltype(&::name)>(dlsym(lib, #name));            \
   if (!d->name)                                                                \
@@ -83,7 +84,7 @@ const Dnnl *dnnl() {
 #undef LINFUSE_DNNL_LOAD
     if (d->dnnl_engine_create(&d->engine, dnnl_cpu, 0) != dnnl_success)
       return nullptr;
-    return d;
+    return d.release(); // lives as long as the process
   }();
   return instance;
 }

@@ -16,8 +16,9 @@ namespace linfuse::runtime {
 /// b * batchStride + i * rowStride + j * colStride of `data` (strides in
 /// elements, the batch stride 0 for one matrix shared by the batch).
 struct GemmMatrix {
-  char *data;
-  int64_t batch, rows, cols, batchStride, rowStride, colStride;
+  char *data = nullptr;
+  int64_t batch = 1, rows = 1, cols = 0;
+  int64_t batchStride = 0, rowStride = 0, colStride = 1;
 };
 
 /// C = epilogue(op(A) * op(B) + bias) with oneDNN's matmul, reading and

@@ -5,7 +5,6 @@
 
 #include "linfuse/Runtime/Runtime.h"
 
-#include <algorithm>
 #include <optional>
 
 namespace py = pybind11;
@@ -128,17 +127,13 @@ void CallInputs::add(py::handle object, size_t index) {
   return addDLPack(object, index);
 }
 
-bool CallInputs::anyOnDevice() const {
-  return std::any_of(arrays.begin(), arrays.end(),
-                     [](const ArrayView &a) { return a.device; });
-}
-
-/// The DLPack device type `object` says it lives on (before exporting it).
-static int32_t dlpackDevice(py::handle object) {
+/// Where `object` says it lives (DLPack's `__dlpack_device__`), asked
+/// before exporting it; nullopt for an object that does not say.
+static std::optional<dlpack::Device> announcedDevice(py::handle object) {
   if (!py::hasattr(object, "__dlpack_device__"))
-    return dlpack::kDLCPU;
+    return std::nullopt;
   py::tuple device = object.attr("__dlpack_device__")();
-  return device[0].cast<int32_t>();
+  return dlpack::Device{device[0].cast<int32_t>(), device[1].cast<int32_t>()};
 }
 
 /// The ordinal of the runtime's CUDA device; raises linfuse.Error saying
@@ -155,6 +150,29 @@ static int32_t runtimeDevice(const std::string &where) {
 #else
   raise(where + ": a CUDA tensor, but this linfuse was built without CUDA");
 #endif
+}
+
+/// Raises linfuse.Error unless a function compiled for `target` can read a
+/// tensor on `device` in place; returns whether it is device memory.
+static bool checkDevice(const std::string &where, dlpack::Device device,
+                        Target target) {
+  if (device.deviceType == dlpack::kDLCPU ||
+      device.deviceType == dlpack::kDLCUDAHost)
+    return false;
+  if (device.deviceType != dlpack::kDLCUDA)
+    raise(where +
+          ": the tensor is neither in host memory nor on a CUDA device "
+          "(DLPack device type " +
+          std::to_string(device.deviceType) + "); call .cpu() first");
+  if (target != Target::CUDA)
+    raise(where + ": a CUDA tensor, but the function was compiled for the "
+                  "CPU; pass a CPU tensor or compile with target='cuda'");
+  int32_t ordinal = runtimeDevice(where);
+  if (device.deviceId != ordinal)
+    raise(where + ": a tensor on CUDA device " +
+          std::to_string(device.deviceId) + ", but linfuse runs on device " +
+          std::to_string(ordinal));
+  return true;
 }
 
 void CallInputs::addNumpy(py::handle object, size_t index) {
@@ -184,11 +202,10 @@ void CallInputs::addDLPack(py::handle object, size_t index) {
   if (py::hasattr(object, "requires_grad") &&
       py::bool_(object.attr("requires_grad")))
     raise(where + ": the tensor requires grad; pass tensor.detach()");
-  int32_t deviceType = dlpackDevice(object);
-  if (deviceType == dlpack::kDLCUDA && target != Target::CUDA)
-    raise(where + ": a CUDA tensor, but the function was compiled for the "
-                  "CPU; pass a CPU tensor or compile with target='cuda'");
-  int32_t ordinal = deviceType == dlpack::kDLCUDA ? runtimeDevice(where) : 0;
+  // Refused before it is exported where the object says where it lives.
+  std::optional<dlpack::Device> announced = announcedDevice(object);
+  if (announced)
+    checkDevice(where, *announced, target);
   // A CUDA tensor is read on the runtime's stream after the work on the
   // caller's (InvokeOptions::stream): export it without a stream hand-off.
   py::object capsule = object.attr("__dlpack__")();
@@ -200,21 +217,7 @@ void CallInputs::addDLPack(py::handle object, size_t index) {
   PyCapsule_SetName(capsule.ptr(), "used_dltensor");
   managed.push_back(tensor);
   const dlpack::Tensor &t = tensor->tensor;
-  bool onDevice = t.device.deviceType == dlpack::kDLCUDA;
-  if (onDevice && target != Target::CUDA)
-    raise(where + ": a CUDA tensor, but the function was compiled for the "
-                  "CPU; pass a CPU tensor or compile with target='cuda'");
-  if (onDevice &&
-      (deviceType != dlpack::kDLCUDA || t.device.deviceId != ordinal))
-    raise(where + ": a tensor on CUDA device " +
-          std::to_string(t.device.deviceId) + ", but linfuse runs on device " +
-          std::to_string(runtimeDevice(where)));
-  if (!onDevice && t.device.deviceType != dlpack::kDLCPU &&
-      t.device.deviceType != dlpack::kDLCUDAHost)
-    raise(where +
-          ": the tensor is neither in host memory nor on a CUDA "
-          "device (DLPack device type " +
-          std::to_string(t.device.deviceType) + "); call .cpu() first");
+  bool onDevice = checkDevice(where, t.device, target);
   std::optional<ElementType> type = fromDLPack(t.dtype);
   if (!type)
     raise(where + ": DLPack dtype (code " + std::to_string(t.dtype.code) +

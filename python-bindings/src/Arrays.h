@@ -49,9 +49,6 @@ public:
 
   const std::vector<mlir::linfuse::ArrayView> &views() const { return arrays; }
 
-  /// Whether any input is device memory.
-  bool anyOnDevice() const;
-
 private:
   void addNumpy(pybind11::handle object, size_t index);
   void addDLPack(pybind11::handle object, size_t index);

@@ -42,14 +42,10 @@ def test_cuda_tensor_into_a_cpu_function_is_refused():
 
 @pytest.mark.skipif(not linfuse.cuda_enabled(), reason="linfuse built without CUDA")
 def test_cuda_tensor_without_a_device_says_why():
-    f = linfuse.compile(IR, target="cuda")["f"]
-    try:
-        import conftest
-        has_gpu = conftest.HAS_CUDA_DEVICE
-    except ImportError:
-        has_gpu = False
-    if has_gpu:
+    from conftest import HAS_CUDA_DEVICE
+    if HAS_CUDA_DEVICE:
         pytest.skip("a GPU is present: the no-device path cannot be taken")
+    f = linfuse.compile(IR, target="cuda")["f"]
     with pytest.raises(linfuse.Error, match=r"^input 0: a CUDA tensor, but the CUDA "
                                             r"backend cannot run here \(.*no CUDA"):
         f(FakeCudaTensor(), np.ones((8, 8), np.float32))

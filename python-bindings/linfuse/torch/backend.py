@@ -60,6 +60,20 @@ class BackendOptions:
         if mode not in (None, "default", "reduce-overhead", "max-autotune",
                         "max-autotune-no-cudagraphs"):
             raise linfuse.Error(f"linfuse backend: unknown mode {mode!r}")
+        out.validate()
+        return out
+
+    def for_graph(self, example_inputs, mode: Optional[str]) -> "BackendOptions":
+        """The options for one graph: target "auto" becomes the device of
+        its tensors, and `mode="reduce-overhead"` turns on CUDA graphs on
+        CUDA."""
+        out = BackendOptions(**vars(self))
+        if out.target == "auto":
+            on_cuda = any(isinstance(x, torch.Tensor) and x.is_cuda for x in example_inputs)
+            if out.cuda_graph and not on_cuda:
+                raise linfuse.Error("linfuse backend: cuda_graph=True, but the graph's "
+                                    "tensors are on the CPU")
+            out.target = "cuda" if on_cuda else "cpu"
         if mode == "reduce-overhead" and out.target == "cuda":
             out.cuda_graph = True
         out.validate()
@@ -263,16 +277,7 @@ class Backend:
 
     def __call__(self, gm: GraphModule, example_inputs, *, mode: Optional[str] = None,
                  options: Optional[dict] = None):
-        opts = self.options.updated(mode, options)
-        if opts.target == "auto":
-            on_cuda = any(isinstance(x, torch.Tensor) and x.is_cuda for x in example_inputs)
-            opts.target = "cuda" if on_cuda else "cpu"
-            if mode == "reduce-overhead" and on_cuda:
-                opts.cuda_graph = True
-            if opts.cuda_graph and not on_cuda:
-                raise linfuse.Error("linfuse backend: cuda_graph=True, but the graph's "
-                                    "tensors are on the CPU")
-            opts.validate()
+        opts = self.options.updated(mode, options).for_graph(example_inputs, mode)
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         weight_positions = [i for i, (n, x) in enumerate(zip(placeholders, example_inputs))
                             if _is_weight(n, x)]
