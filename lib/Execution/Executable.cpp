@@ -10,6 +10,7 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "llvm/ADT/ScopeExit.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Support/DynamicLibrary.h"
 #include "llvm/Support/TargetSelect.h"
 
@@ -183,9 +184,26 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
   ctx->appendDialectRegistry(registry);
+  // The optimizer needs the host's target machine: without it LLVM's cost
+  // model knows no vector registers and the element-wise loops (norms,
+  // activations, casts) stay scalar. The engine runs the transformer when
+  // code is first looked up, after create() returns, so the lambda owns it.
+  auto machineBuilder = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!machineBuilder)
+    return makeError("no JIT target for this host: " +
+                     llvm::toString(machineBuilder.takeError()));
+  machineBuilder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  auto machine = machineBuilder->createTargetMachine();
+  if (!machine)
+    return makeError("no JIT target machine for this host: " +
+                     llvm::toString(machine.takeError()));
+  std::shared_ptr<llvm::TargetMachine> host = std::move(*machine);
   ExecutionEngineOptions engineOptions;
-  engineOptions.transformer = makeOptimizingTransformer(
-      /*optLevel=*/3, /*sizeLevel=*/0, /*targetMachine=*/nullptr);
+  engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
+  engineOptions.transformer =
+      [host, optimize = makeOptimizingTransformer(/*optLevel=*/3,
+                                                  /*sizeLevel=*/0, host.get())](
+          llvm::Module *m) { return optimize(m); };
   auto engine = ExecutionEngine::create(module, engineOptions);
   if (!engine) {
     std::string msg = llvm::toString(engine.takeError());

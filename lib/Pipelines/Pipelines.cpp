@@ -72,6 +72,12 @@ static void addGemmsAndBuffers(OpPassManager &pm, StringRef target,
   raise.target = target.str();
   pm.addPass(createRaiseToGemmPass(raise));
   pm.addPass(createCanonicalizerPass());
+  if (target == "cpu") {
+    // One loop nest per chain of element-wise ops; reductions marked so
+    // their loops vectorize. (Not yet on CUDA: untested on a GPU.)
+    pm.addPass(createFuseElementwisePass());
+    pm.addPass(createReassociateReductionsPass());
+  }
   addBufferization(pm);
   ConvertGemmToRuntimePassOptions runtime;
   runtime.target = target.str();
@@ -96,6 +102,9 @@ void mlir::linfuse::buildLowerToCPUPipeline(
   addGemmsAndBuffers(pm, "cpu", options.epilogues);
   pm.addPass(createConvertLinalgToLoopsPass());
   addLowPrecisionLegalization(pm);
+  // What LLVM's loop vectorizer needs to vectorize the element-wise loops:
+  // no libm calls in them, and sums it may reassociate.
+  pm.addPass(createApproximateMathPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
@@ -155,9 +164,10 @@ void mlir::linfuse::registerLinfusePipelines() {
   PassPipelineRegistration<LowerToCPUPipelineOptions>(
       "linfuse-lower-to-cpu",
       "Host lowering: raise matmuls to linfuse.gemm (with bias/activation "
-      "epilogues), bufferize, call liblinfuse_runtime (CBLAS) for GEMMs, "
-      "loops for the rest, LLVM dialect out. Input: optimized "
-      "linalg-on-tensors.",
+      "epilogues), fuse element-wise chains, bufferize, call "
+      "liblinfuse_runtime (oneDNN) for GEMMs, loops for the rest (f32 math "
+      "as polynomials, reassociable sums: LLVM vectorizes them), LLVM "
+      "dialect out. Input: optimized linalg-on-tensors.",
       buildLowerToCPUPipeline);
   PassPipelineRegistration<LowerToCUDAPipelineOptions>(
       "linfuse-lower-to-cuda",

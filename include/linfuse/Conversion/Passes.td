@@ -253,4 +253,77 @@ def ReturnViewsPass : Pass<"linfuse-return-views", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::memref::MemRefDialect"];
 }
 
+def FuseElementwisePass : Pass<"linfuse-fuse-elementwise"> {
+  let summary = "Fuse element-wise linalg producers into their consumers "
+                "(one loop nest, no intermediate buffer)";
+  let description = [{
+    Upstream's element-wise fusion patterns
+    (`linalg::populateElementwiseOpsFusionPatterns`), without the reshape
+    propagation of `--linalg-fuse-elementwise-ops` (which would move
+    reshapes across the views of merged GEMM results): an all-parallel
+    `linalg.generic` whose result has one use, by another
+    `linalg.generic`, becomes part of that consumer. RMSNorm's square goes
+    into its mean, SwiGLU's SiLU into its multiply; each intermediate
+    tensor, and the buffer and pass over memory it would cost, disappears.
+    Producers with several users are left alone (fusing would compute them
+    twice). Runs on tensors, after `--linfuse-raise-to-gemm` has taken the
+    epilogues it can give to the GEMM library.
+
+    ```mlir
+    %s = linalg.generic {... ["parallel", "parallel"]} ins(%g) outs(%e0) {
+      // silu
+    }
+    %m = linalg.generic {...} ins(%s, %u) outs(%e1) { mulf }
+    // becomes one linalg.generic ins(%g, %u) outs(%e1) { silu; mulf }
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def ApproximateMathPass : Pass<"linfuse-approximate-math"> {
+  let summary = "Rewrite f32 math functions (exp, tanh, erf, log, ...) as "
+                "polynomials the loop vectorizer can vectorize";
+  let description = [{
+    Upstream's polynomial approximations
+    (`populateMathPolynomialApproximationPatterns`, the ones IREE uses on
+    CPUs) for f32 `math.exp`, `expm1`, `tanh`, `erf`, `log`, `log1p`,
+    `log2`, `sin`, `cos`, `atan`, `atan2`, `asin`, `acos`: arithmetic
+    instead of a libm call per element, so an activation's loop (SiLU,
+    GELU, softmax-like) becomes vector code. f16/bf16 math is extended to
+    f32 first (`--math-extend-to-supported-types`). Host lowering only: the
+    CUDA lowering uses libdevice.
+
+    ```mlir
+    %e = math.exp %x : f32
+    // becomes range reduction + a polynomial + exponent bit insertion
+    // (arith ops only), max error a few ulp
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
+def ReassociateReductionsPass : Pass<"linfuse-reassociate-reductions"> {
+  let summary = "Let floating-point sum and product reductions of "
+                "linalg.generic be reassociated (vectorized)";
+  let description = [{
+    Sets `fastmath<reassoc>` on the combiner (`arith.addf`/`arith.mulf`
+    that folds into the output) of every `linalg.generic` with a reduction
+    iterator. Without it LLVM must add in order and leaves a norm's mean
+    or a softmax's sum as a scalar loop; with it the sum is kept in vector
+    lanes and added up at the end, as PyTorch's and oneDNN's reductions do.
+    Results may differ from the in-order sum in the last bits. Nothing else
+    changes: other ops keep their flags.
+
+    ```mlir
+    linalg.generic {... ["parallel", "reduction"]} ins(%x) outs(%acc) {
+    ^bb0(%in: f32, %out: f32):
+      %s = arith.addf %in, %out : f32
+    // becomes
+      %s = arith.addf %in, %out fastmath<reassoc> : f32
+    ```
+  }];
+}
+
 #endif // LINFUSE_CONVERSION_PASSES_TD
