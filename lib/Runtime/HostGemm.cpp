@@ -22,8 +22,8 @@
 // Threads: the function keeps no state besides the atomic stats and the
 // recorded error, so callers may run it concurrently (OpenBLAS's pthread
 // build accepts concurrent callers). Each sgemm may use all of OpenBLAS's
-// own threads (OPENBLAS_NUM_THREADS sizes them), so many calling threads
-// can oversubscribe the cores.
+// own threads (OPENBLAS_NUM_THREADS, or linfuse_set_num_threads, sizes
+// them), so many calling threads can oversubscribe the cores.
 //
 //===----------------------------------------------------------------------===//
 
@@ -505,6 +505,8 @@ int32_t validateShapes(int64_t aRank, void *a, int64_t bRank, void *b,
 }
 
 } // namespace
+
+void linfuse::runtime::setBlasThreads(int n) { openblas_set_num_threads(n); }
 
 int32_t linfuse_cpu_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
                          int64_t bias_rank, void *bias, int64_t c_rank, void *c,

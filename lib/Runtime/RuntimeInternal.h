@@ -36,6 +36,9 @@ int32_t validateGemmCodes(const char *fn, int32_t abType, int32_t cType,
                           int32_t flags, int32_t epilogue);
 
 /// Stats counters (atomic; see linfuse_get_stats).
+/// OpenBLAS's thread count (HostGemm.cpp), for linfuse_set_num_threads.
+void setBlasThreads(int n);
+
 void countGemmCall();
 void countKernelLaunches(int64_t launches);
 

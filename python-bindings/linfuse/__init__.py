@@ -28,7 +28,8 @@ from . import _linfuse
 from ._report import Remark, Report
 
 __all__ = ["Error", "Remark", "Report", "Module", "Function", "optimize", "lower",
-           "run_pipeline", "compile", "runtime_stats", "cuda_enabled"]
+           "run_pipeline", "compile", "runtime_stats", "cuda_enabled",
+           "set_num_threads", "get_num_threads"]
 
 #: Raised for unparsable IR, failing passes, bad inputs and runtime errors.
 Error = _linfuse.Error
@@ -39,6 +40,20 @@ def runtime_stats(reset: bool = False) -> dict[str, int]:
     {"gemm_calls": ..., "kernel_launches": ...} (BLAS calls on the host,
     kernel launches on the GPU)."""
     return _linfuse.runtime_stats(reset)
+
+
+def set_num_threads(n: int) -> int:
+    """Threads of the host GEMMs, process-wide: n > 0 sets the count, n <= 0
+    restores the default ($LINFUSE_NUM_THREADS, else OpenMP's:
+    OMP_NUM_THREADS or every core). Returns the count in effect. GEMMs under
+    2 MFLOP run on the calling thread alone. `linfuse.torch` follows
+    `torch.get_num_threads()` unless $LINFUSE_NUM_THREADS is set."""
+    return _linfuse.set_num_threads(int(n))
+
+
+def get_num_threads() -> int:
+    """The host GEMMs' thread count (see `set_num_threads`)."""
+    return _linfuse.get_num_threads()
 
 
 def cuda_enabled() -> bool:

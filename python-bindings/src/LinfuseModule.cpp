@@ -221,6 +221,10 @@ PYBIND11_MODULE(_linfuse, m) {
         return out;
       },
       py::arg("reset") = false);
+  m.def(
+      "set_num_threads", [](int32_t n) { return linfuse_set_num_threads(n); },
+      py::arg("n"));
+  m.def("get_num_threads", [] { return linfuse_get_num_threads(); });
   m.def("cuda_enabled", [] {
 #ifdef LINFUSE_ENABLE_CUDA
     return true;

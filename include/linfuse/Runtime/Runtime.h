@@ -124,6 +124,15 @@ LINFUSE_RUNTIME_EXPORT int32_t linfuse_last_error(void);
 LINFUSE_RUNTIME_EXPORT const char *linfuse_last_error_message(void);
 LINFUSE_RUNTIME_EXPORT void linfuse_clear_error(void);
 
+/* Threads of the host GEMMs (oneDNN's OpenMP pool, and OpenBLAS's for
+ * what oneDNN does not take), for every later call from any thread: n > 0
+ * sets the count; n <= 0 restores the default, $LINFUSE_NUM_THREADS if set,
+ * else OpenMP's (OMP_NUM_THREADS, or every core). Returns the count now in
+ * effect. GEMMs under 2 MFLOP run on the calling thread alone, whatever
+ * the count: waking the pool costs more than it saves. */
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_set_num_threads(int32_t n);
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_get_num_threads(void);
+
 /* Counters for `linfuse-run --runtime-stats`. gemm_calls counts
  * linfuse_*_gemm calls; kernel_launches counts BLAS calls on the host (one
  * per batch element) and kernel launches on the device. */

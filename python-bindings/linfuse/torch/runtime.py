@@ -14,6 +14,7 @@ GEMM's output is sliced).
 from __future__ import annotations
 
 import itertools
+import os
 import time
 
 import torch
@@ -22,7 +23,26 @@ import linfuse
 
 from .partition import Partition
 
-__all__ = ["CompiledPartition", "to_input", "from_bf16_bits", "call_native"]
+__all__ = ["CompiledPartition", "to_input", "from_bf16_bits", "call_native",
+           "follow_torch_threads"]
+
+#: The thread count last handed to linfuse (None: not yet), or False when
+#: $LINFUSE_NUM_THREADS fixes it.
+_threads = False if os.environ.get("LINFUSE_NUM_THREADS") else None
+
+
+def follow_torch_threads() -> None:
+    """linfuse's GEMMs use as many threads as PyTorch's ops
+    (`torch.get_num_threads()`), so a model that mixes both neither
+    oversubscribes the cores nor leaves some idle. $LINFUSE_NUM_THREADS,
+    if set, takes precedence."""
+    global _threads
+    if _threads is False:
+        return
+    n = torch.get_num_threads()
+    if n != _threads:
+        linfuse.set_num_threads(n)
+        _threads = n
 
 
 def from_bf16_bits(array) -> torch.Tensor:
@@ -62,6 +82,7 @@ def call_native(call, inputs: list, converters: list) -> list[torch.Tensor]:
     if any(isinstance(x, torch.Tensor) and x.is_cuda for x in inputs):
         stream = torch.cuda.current_stream().cuda_stream
         return [torch.from_dlpack(r) for r in call(inputs, stream, True)]
+    follow_torch_threads()
     return [convert(r) for convert, r in zip(converters, call(inputs))]
 
 
