@@ -1,50 +1,91 @@
 #!/usr/bin/python3
-"""CPU runtime benchmark: linfuse-merged vs unfused GEMMs (oneDNN matmul, OpenBLAS for the rest).
+"""CPU runtime benchmark: linfuse-merged vs unfused GEMMs, beside PyTorch.
 
-For every shape, one module is generated and run through `linfuse-run`
-optimized (the sibling matmuls merged into one GEMM over the packed,
-concatenated weights) and with `--no-optimize` (one GEMM per projection):
+For every shape and dtype (f32, bf16), one module is generated and run
+through `linfuse-run` optimized (the sibling matmuls merged into one GEMM
+over the packed, concatenated weights) and with `--no-optimize` (one GEMM per
+projection); the host GEMMs run on oneDNN's matmul (Debian's libdnnl2):
 
   qkv     Q/K/V with bias (nn.Linear layout, attention):
           q, k, v = x @ Wq.T + bq, x @ Wk.T + bk, x @ Wv.T + bv,   H -> H each
   gateup  LLaMA gate/up: silu(x @ Wg.T) * (x @ Wu.T),                H -> I each
           (I = 8/3 H rounded to a multiple of 64, LLaMA's 4096 -> 11008)
 
-x is [M, H] f32 (M dynamic in the module), weights are `linfuse.weight`
+x is [M, H] (M dynamic in the module), weights are `linfuse.weight`
 arguments: packed once (merged ones concatenated) before the timed calls,
 so a timing is the per-call work (GEMMs and epilogues), without process
-start, JIT compilation or packing.
+start, JIT compilation or packing. With bf16 everything is bf16 (x, weights,
+biases, results, the fill zero and the SiLU constants); linfuse-run reads
+and writes bf16 .npy files as uint16 bit patterns (converted here with
+round-to-nearest-even). Inputs are random normal (fixed seed), bf16 ones
+rounded from f32.
 
-Method: `--benchmark=N` (one warm-up call, then N timed calls, median), N
-chosen per variant so that one measurement takes about --target-s seconds;
-the pair (unfused, merged) is measured R times, interleaved (order
-alternating), and the median of the R per-run medians is reported.
-ratio = unfused / merged (> 1: merged is faster). A run during which other
-processes used more than 10 % of the machine is repeated (the machines are
-shared); linfuse-run is copied first, so a rebuild cannot change it mid-run.
+Five variants per (kind, hidden, M, dtype), all on the same x and weights:
+
+  linfuse unfused   linfuse-run --no-optimize
+  linfuse merged    linfuse-run (merged)
+  torch separate    PyTorch eager, one nn.Linear per projection
+  torch concat      PyTorch eager, one nn.Linear over the concatenated
+                    weights, output split
+  torch.compile     torch.compile of the separate-Linear module (Inductor,
+                    config.freezing = True, config.cpp.enable_concat_linear =
+                    True; a missing config name is noted in the results);
+                    compiled per shape (static), the compile call excluded
+
+PyTorch runs in this process under torch.no_grad(), modules in .eval(),
+torch.set_num_threads(T), T = the first of $LINFUSE_NUM_THREADS,
+$OMP_NUM_THREADS, $OPENBLAS_NUM_THREADS that is set, else all CPUs
+(linfuse-run's oneDNN: $LINFUSE_NUM_THREADS, else OpenMP's default).
+
+Method: each variant is measured as N calls after one warm-up call, median
+(linfuse: `--benchmark=N` in a fresh linfuse-run process; torch: perf_counter
+around each call), N calibrated per variant (from the fastest of a few
+calls) so that one measurement takes about --target-s seconds. Per shape,
+R reps each measure all five variants one after the other, the order
+rotated by one every rep; reported is the median of the R per-rep medians.
+Ratios:
+
+  unfused/merged     linfuse unfused / linfuse merged (> 1: merging helps)
+  best eager/merged  min(torch separate, torch concat) / linfuse merged
+  compile/merged     torch.compile / linfuse merged   (> 1: linfuse faster)
+
+A measurement during which other processes used more than 10 % of the
+machine is repeated (the machines are shared); linfuse-run is copied first,
+so a rebuild cannot change it mid-run. The results are checked against
+numpy: f32 against f32 numpy (relative error = max abs error / max abs
+reference, expected ~1e-6), bf16 against float64 numpy on the bf16-rounded
+inputs (relative error < 3e-2; f32 is flagged above 1e-4); failures are
+listed in the table's notes and the log, not fatal.
 
 The copy bandwidth of the machine is measured in the same run (numpy
 np.copyto of a 256 MiB f32 array, 5 samples at the start and 5 at the end,
 median) and counted the STREAM way (bytes read + bytes written). For M <= 16
 the GEMM should be bound by reading the weights: bound = weight bytes /
-bandwidth; the table also gives the compute time at the best GEMM rate of
-the run, which on few cores exceeds that bound.
+bandwidth (2 bytes per element for bf16).
 
-If PyTorch is importable, the same shapes also run through PyTorch eager:
-separate nn.Linear layers vs one nn.Linear over the concatenated weights.
+Defaults: --kinds qkv gateup, --hidden 768 4096, --m 1 16 128, --dtypes
+f32 bf16, --reps 7, --target-s 0.75. --quick: hidden 768, M 1 and 16, 2
+reps, 0.1 s (kinds and dtypes as given, by default all: 8 rows, about 2
+minutes on 2 cores, most of it torch.compile and process starts).
 
-Run with Debian's python (numpy; matplotlib for the plot):
+Run with the project venv's python (numpy, PyTorch; matplotlib, if
+installed, for the plot); --no-torch runs linfuse only (Debian's python
+suffices then):
 
-  /usr/bin/python3 bench/cpu_gemm_merge.py --out /tmp/cpu_gemm_merge
-  /usr/bin/python3 bench/cpu_gemm_merge.py --quick --out /tmp/quick
+  .venv/bin/python bench/cpu_gemm_merge.py --out /tmp/cpu_gemm_merge
+  .venv/bin/python bench/cpu_gemm_merge.py --quick --out /tmp/quick
+  .venv/bin/python bench/cpu_gemm_merge.py --dtypes bf16 --kinds gateup \\
+      --hidden 4096 --m 1 16 --out /tmp/one
 
-Writes DIR/cpu_gemm_merge.json, DIR/cpu_gemm_merge.md and (with
-matplotlib) DIR/cpu_gemm_merge.png; --from-json FILE rewrites the last two
-from an earlier run's JSON without measuring.
+Writes DIR/cpu_gemm_merge.json (everything measured), DIR/cpu_gemm_merge.md
+(header with machine/library versions, one row per kind, hidden, M, dtype)
+and (with matplotlib) DIR/cpu_gemm_merge.png; --from-json FILE rewrites the
+last two from an earlier run's JSON without measuring.
 """
 
 import argparse
 import datetime
+import gc
 import json
 import math
 import os
@@ -63,10 +104,67 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STREAM_NOTE = ("copy bandwidth counted as bytes read + bytes written "
                "(STREAM convention) of np.copyto on a 256 MiB f32 array")
+DTYPES = ("f32", "bf16")
+ELEM_BYTES = {"f32": 4, "bf16": 2}
+# Relative error (max abs error / max abs reference) allowed per dtype.
+REL_TOL = {"f32": 1e-4, "bf16": 3e-2}
+VARIANTS = ("linfuse_unfused", "linfuse_merged", "torch_separate",
+            "torch_concat", "torch_compile")
+VARIANT_NAME = {"linfuse_unfused": "linfuse unfused",
+                "linfuse_merged": "linfuse merged",
+                "torch_separate": "torch separate",
+                "torch_concat": "torch concat",
+                "torch_compile": "torch.compile"}
+# The first one set gives torch's thread count (else every CPU); linfuse-run
+# reads LINFUSE_NUM_THREADS, else OpenMP's OMP_NUM_THREADS, else every CPU.
+THREAD_VARS = ("LINFUSE_NUM_THREADS", "OMP_NUM_THREADS",
+               "OPENBLAS_NUM_THREADS")
+ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16",
+             "amx_tile")
 
 
 def log(msg):
     print(msg, flush=True)
+
+
+# ---------------------------------------------------------------- bf16
+
+
+def f32_to_bf16_bits(a):
+    """uint16 bf16 bit patterns of `a`, rounded to nearest even."""
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    u = a.view(np.uint32).astype(np.uint64)
+    bits = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = np.isnan(a)
+    if nan.any():
+        bits[nan] = 0x7FC0
+    return bits
+
+
+def bf16_bits_to_f32(bits):
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32)
+            << 16).view(np.float32)
+
+
+def round_to_dtype(a, dtype):
+    """f32 array holding the values `dtype` can represent (bf16: RNE)."""
+    if dtype == "bf16":
+        return bf16_bits_to_f32(f32_to_bf16_bits(a))
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def save_input(path, a, dtype):
+    """.npy as linfuse-run reads it (bf16: uint16 bits)."""
+    np.save(path, f32_to_bf16_bits(a) if dtype == "bf16"
+            else np.ascontiguousarray(a, dtype=np.float32))
+
+
+def load_output(path):
+    """A linfuse-run result as f32 (bf16 results come as uint16 bits)."""
+    a = np.load(path)
+    if a.dtype == np.uint16:
+        return bf16_bits_to_f32(a)
+    return a.astype(np.float32)
 
 
 # ---------------------------------------------------------------- shapes
@@ -90,8 +188,9 @@ def weight_shapes(kind, h):
     return [("wg", (i, h)), ("wu", (i, h))]
 
 
-def weight_bytes(kind, h):
-    return sum(4 * math.prod(s) for _, s in weight_shapes(kind, h))
+def weight_bytes(kind, h, dtype="f32"):
+    return sum(ELEM_BYTES[dtype] * math.prod(s)
+               for _, s in weight_shapes(kind, h))
 
 
 def gemm_flops(kind, h, m):
@@ -103,6 +202,10 @@ def num_results(kind):
     return 3 if kind == "qkv" else 1
 
 
+def projections(kind):
+    return "qkv" if kind == "qkv" else "gu"
+
+
 HEADER = """#x = affine_map<(d0, d1, d2) -> (d0, d2)>
 #w = affine_map<(d0, d1, d2) -> (d1, d2)>
 #y = affine_map<(d0, d1, d2) -> (d0, d1)>
@@ -111,10 +214,10 @@ HEADER = """#x = affine_map<(d0, d1, d2) -> (d0, d2)>
 """
 
 
-def qkv_module(h):
-    t = f"tensor<?x{h}xf32>"
-    w = f"tensor<{h}x{h}xf32>"
-    b = f"tensor<{h}xf32>"
+def qkv_module(h, et="f32"):
+    t = f"tensor<?x{h}x{et}>"
+    w = f"tensor<{h}x{h}x{et}>"
+    b = f"tensor<{h}x{et}>"
     lines = [HEADER,
              f"func.func @main(%x: {t},",
              f"    %wq: {w} {{linfuse.weight}}, %bq: {b} {{linfuse.weight}},",
@@ -122,10 +225,10 @@ def qkv_module(h):
              f"    %wv: {w} {{linfuse.weight}}, %bv: {b} {{linfuse.weight}})",
              f"    -> ({t}, {t}, {t}) {{",
              "  %c0 = arith.constant 0 : index",
-             "  %zero = arith.constant 0.0 : f32",
+             f"  %zero = arith.constant 0.0 : {et}",
              f"  %m = tensor.dim %x, %c0 : {t}",
              f"  %e = tensor.empty(%m) : {t}",
-             f"  %f = linalg.fill ins(%zero : f32) outs(%e : {t}) -> {t}"]
+             f"  %f = linalg.fill ins(%zero : {et}) outs(%e : {t}) -> {t}"]
     for p in "qkv":
         lines += [
             f"  %{p}0 = linalg.matmul indexing_maps = [#x, #w, #y] "
@@ -133,29 +236,29 @@ def qkv_module(h):
             f"  %{p} = linalg.generic {{indexing_maps = [#id, #row, #id], "
             f"iterator_types = [\"parallel\", \"parallel\"]}} "
             f"ins(%{p}0, %b{p} : {t}, {b}) outs(%e : {t}) {{",
-            "  ^bb0(%a: f32, %bb: f32, %o: f32):",
-            "    %s = arith.addf %a, %bb : f32",
-            "    linalg.yield %s : f32",
+            f"  ^bb0(%a: {et}, %bb: {et}, %o: {et}):",
+            f"    %s = arith.addf %a, %bb : {et}",
+            f"    linalg.yield %s : {et}",
             f"  }} -> {t}"]
     lines += [f"  return %q, %k, %v : {t}, {t}, {t}", "}", ""]
     return "\n".join(lines)
 
 
-def gateup_module(h):
+def gateup_module(h, et="f32"):
     i = intermediate_size(h)
-    tx = f"tensor<?x{h}xf32>"
-    ty = f"tensor<?x{i}xf32>"
-    w = f"tensor<{i}x{h}xf32>"
+    tx = f"tensor<?x{h}x{et}>"
+    ty = f"tensor<?x{i}x{et}>"
+    w = f"tensor<{i}x{h}x{et}>"
     return "\n".join([
         HEADER,
         f"func.func @main(%x: {tx}, %wg: {w} {{linfuse.weight}},",
         f"                %wu: {w} {{linfuse.weight}}) -> {ty} {{",
         "  %c0 = arith.constant 0 : index",
-        "  %zero = arith.constant 0.0 : f32",
-        "  %one = arith.constant 1.0 : f32",
+        f"  %zero = arith.constant 0.0 : {et}",
+        f"  %one = arith.constant 1.0 : {et}",
         f"  %m = tensor.dim %x, %c0 : {tx}",
         f"  %e = tensor.empty(%m) : {ty}",
-        f"  %f = linalg.fill ins(%zero : f32) outs(%e : {ty}) -> {ty}",
+        f"  %f = linalg.fill ins(%zero : {et}) outs(%e : {ty}) -> {ty}",
         f"  %g = linalg.matmul indexing_maps = [#x, #w, #y] "
         f"ins(%x, %wg : {tx}, {w}) outs(%f : {ty}) -> {ty}",
         f"  %u = linalg.matmul indexing_maps = [#x, #w, #y] "
@@ -163,16 +266,20 @@ def gateup_module(h):
         f"  %h = linalg.generic {{indexing_maps = [#id, #id, #id], "
         f"iterator_types = [\"parallel\", \"parallel\"]}} "
         f"ins(%g, %u : {ty}, {ty}) outs(%e : {ty}) {{",
-        "  ^bb0(%a: f32, %b: f32, %o: f32):",
-        "    %n = arith.negf %a : f32",
-        "    %ex = math.exp %n : f32",
-        "    %den = arith.addf %ex, %one : f32",
-        "    %s = arith.divf %a, %den : f32",
-        "    %p = arith.mulf %s, %b : f32",
-        "    linalg.yield %p : f32",
+        f"  ^bb0(%a: {et}, %b: {et}, %o: {et}):",
+        f"    %n = arith.negf %a : {et}",
+        f"    %ex = math.exp %n : {et}",
+        f"    %den = arith.addf %ex, %one : {et}",
+        f"    %s = arith.divf %a, %den : {et}",
+        f"    %p = arith.mulf %s, %b : {et}",
+        f"    linalg.yield %p : {et}",
         f"  }} -> {ty}",
         f"  return %h : {ty}",
         "}", ""])
+
+
+def make_module(kind, h, dtype):
+    return qkv_module(h, dtype) if kind == "qkv" else gateup_module(h, dtype)
 
 
 # ---------------------------------------------------------------- machine
@@ -186,22 +293,86 @@ def sh(cmd):
         return ""
 
 
-def machine_info():
+def cpuinfo():
+    """(model name, [ISA_FLAGS present]) from /proc/cpuinfo."""
+    model, flags = "", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, val = line.partition(":")
+                key = key.strip()
+                if key == "model name" and not model:
+                    model = val.strip()
+                elif key == "flags" and not flags:
+                    flags = set(val.split())
+    except OSError:
+        pass
+    return model or "unknown", [f for f in ISA_FLAGS if f in flags]
+
+
+def dpkg_version(*packages):
+    """'package version' of the first installed package, else 'unknown'."""
+    for p in packages:
+        v = sh(f"dpkg-query -W -f='${{Version}}' {p} 2>/dev/null")
+        if v:
+            return f"{p} {v}"
+    return "unknown"
+
+
+def machine_info(threads):
+    model, flags = cpuinfo()
     info = {
         "date": sh("date"),
         "nproc": sh("nproc"),
-        "cpu": sh("lscpu | grep 'Model name' | sed 's/.*: *//'"),
+        "threads": threads,
+        "cpu": model,
+        "cpu_flags": flags,
         "mem_gib": round(os.sysconf("SC_PAGE_SIZE") *
                          os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-        "openblas": sh("dpkg-query -W -f='${Package} ${Version}' "
-                       "libopenblas0-pthread"),
+        "onednn": dpkg_version("libdnnl2", "libdnnl3", "libdnnl-dev"),
+        "openblas": dpkg_version("libopenblas0-pthread", "libopenblas0",
+                                 "libopenblas0-openmp"),
         "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS",
                                                "unset (OpenBLAS default)"),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS", "unset"),
+        "linfuse_num_threads": os.environ.get("LINFUSE_NUM_THREADS",
+                                              "unset"),
         "os": sh(". /etc/os-release && echo $PRETTY_NAME"),
         "python": platform.python_version(),
         "numpy": np.__version__,
         "linfuse_commit": sh(f"git -C {REPO} rev-parse --short HEAD"),
     }
+    return info
+
+
+def torch_info():
+    """Version and library facts of the installed PyTorch (None if absent)."""
+    try:
+        import torch  # noqa: PLC0415 - optional
+    except ImportError:
+        return None
+    cfg = torch.__config__.show()
+    mkl = re.search(r"Math Kernel Library Version ([^\s-]+)", cfg)
+    dnn = re.search(r"MKL-DNN (v[0-9.]+)", cfg)
+    cap = re.search(r"CPU capability usage: (\S+)", cfg)
+    blas = re.search(r"BLAS_INFO=(\w+)", cfg)
+    info = {
+        "version": torch.__version__,
+        "mkldnn_available": bool(torch.backends.mkldnn.is_available()),
+        "mkl_available": bool(torch.backends.mkl.is_available()),
+        "mkl": mkl.group(1) if mkl else None,
+        "onednn": dnn.group(1) if dnn else None,
+        "blas_info": blas.group(1) if blas else None,
+        "cpu_capability": cap.group(1) if cap else None,
+    }
+    parts = [f"BLAS {info['blas_info'] or '?'}"]
+    if info["mkl"]:
+        parts.append(f"MKL {info['mkl']}")
+    parts.append(f"oneDNN (MKL-DNN) {info['onednn'] or '?'}")
+    parts.append(f"mkldnn available: {info['mkldnn_available']}")
+    if info["cpu_capability"]:
+        parts.append(f"CPU capability {info['cpu_capability']}")
+    info["summary"] = ", ".join(parts)
     return info
 
 
@@ -290,6 +461,11 @@ def children_cpu_s():
     return r.ru_utime + r.ru_stime
 
 
+def self_cpu_s():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def wait_for_quiet(threshold=0.15, max_wait_s=900):
     """Waits (up to max_wait_s) until other processes use less than
     `threshold` of the machine; returns (busy fraction seen last, seconds
@@ -360,19 +536,31 @@ class Runner:
         return out
 
 
-def check_outputs(kind, x, weights, work, n_results):
-    """Merged result against numpy (catches a broken merge, not timing)."""
+def reference(kind, x, weights, dtype):
+    """The results in numpy: f32 for f32, float64 for bf16 (from the
+    bf16-rounded inputs, which `x` and `weights` already hold)."""
+    ft = np.float64 if dtype == "bf16" else np.float32
+    x = x.astype(ft)
+    w = {k: v.astype(ft) for k, v in weights.items()}
     if kind == "qkv":
-        ref = [x @ weights[f"w{p}"].T + weights[f"b{p}"] for p in "qkv"]
-    else:
-        g = x @ weights["wg"].T
-        ref = [g / (1 + np.exp(-g)) * (x @ weights["wu"].T)]
+        return [x @ w[f"w{p}"].T + w[f"b{p}"] for p in "qkv"]
+    g = x @ w["wg"].T
+    return [g / (1 + np.exp(-g)) * (x @ w["wu"].T)]
+
+
+def rel_error(got, ref):
+    """max over results of max abs error / max abs reference."""
     err = 0.0
-    for i in range(n_results):
-        got = np.load(f"{work}/out{i}.npy")
-        scale = max(1e-6, float(np.max(np.abs(ref[i]))))
-        err = max(err, float(np.max(np.abs(got - ref[i]))) / scale)
+    for g, r in zip(got, ref):
+        scale = max(1e-6, float(np.max(np.abs(r))))
+        err = max(err, float(np.max(np.abs(g.astype(r.dtype) - r))) / scale)
     return err
+
+
+def check_outputs(ref, work, n_results):
+    """linfuse-run's results of the last run against numpy."""
+    return rel_error([load_output(f"{work}/out{i}.npy")
+                      for i in range(n_results)], ref)
 
 
 def calibrate(n_est_ms, target_s, n_max):
@@ -383,57 +571,144 @@ def calibrate(n_est_ms, target_s, n_max):
 # ---------------------------------------------------------------- torch
 
 
-def torch_bench(kind, h, m, reps, target_s, threads):
+def torch_dtype(torch, dtype):
+    return {"f32": torch.float32, "bf16": torch.bfloat16}[dtype]
+
+
+def torch_setup(kind, h, dtype, weights, threads):
+    """Eager modules (separate Linear layers, one concatenated Linear) over
+    `weights`, in .eval() and `dtype`."""
     import torch  # noqa: PLC0415 - optional
 
     torch.set_num_threads(threads)
-    torch.manual_seed(0)
+    tdt = torch_dtype(torch, dtype)
     n_out = h if kind == "qkv" else intermediate_size(h)
-    parts = 3 if kind == "qkv" else 2
+    ps = projections(kind)
     bias = kind == "qkv"
-    sep = [torch.nn.Linear(h, n_out, bias=bias) for _ in range(parts)]
-    cat = torch.nn.Linear(h, parts * n_out, bias=bias)
-    with torch.no_grad():
-        cat.weight.copy_(torch.cat([lin.weight for lin in sep]))
+    gateup = kind == "gateup"
+
+    def param(a):
+        return torch.nn.Parameter(torch.from_numpy(np.ascontiguousarray(a))
+                                  .to(tdt), requires_grad=False)
+
+    def linear(n, w, b):
+        lin = torch.nn.Linear(h, n, bias=bias, device="meta", dtype=tdt)
+        lin.weight = param(w)
         if bias:
-            cat.bias.copy_(torch.cat([lin.bias for lin in sep]))
-    x = torch.randn(m, h)
+            lin.bias = param(b)
+        return lin
 
-    def unfused():
-        ys = [lin(x) for lin in sep]
-        if kind == "gateup":
-            return torch.nn.functional.silu(ys[0]) * ys[1]
-        return ys
+    class Separate(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lins = torch.nn.ModuleList(
+                linear(n_out, weights[f"w{p}"], weights.get(f"b{p}"))
+                for p in ps)
 
-    def merged():
-        ys = cat(x).split(n_out, dim=-1)
-        if kind == "gateup":
-            return torch.nn.functional.silu(ys[0]) * ys[1]
-        return ys
+        def forward(self, x):
+            ys = [lin(x) for lin in self.lins]
+            if gateup:
+                return torch.nn.functional.silu(ys[0]) * ys[1]
+            return tuple(ys)
 
-    def one(fn, n):
-        fn()  # warm-up
+    class Concatenated(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = linear(
+                len(ps) * n_out,
+                np.concatenate([weights[f"w{p}"] for p in ps]),
+                np.concatenate([weights[f"b{p}"] for p in ps]) if bias
+                else None)
+
+        def forward(self, x):
+            ys = self.lin(x).split(n_out, dim=-1)
+            if gateup:
+                return torch.nn.functional.silu(ys[0]) * ys[1]
+            return ys
+
+    with torch.no_grad():
+        return {"torch": torch, "dtype": tdt,
+                "separate": Separate().eval(),
+                "concat": Concatenated().eval()}
+
+
+def inductor_config(notes):
+    """Sets Inductor's freezing and concat-linear; returns what was set."""
+    import torch._inductor.config as cfg  # noqa: PLC0415 - optional
+
+    done = {}
+    for path in ("freezing", "cpp.enable_concat_linear"):
+        obj, name = cfg, path
+        if "." in path:
+            sub, name = path.split(".", 1)
+            obj = getattr(cfg, sub, None)
+        if obj is not None and hasattr(obj, name):
+            setattr(obj, name, True)
+            done[path] = True
+        else:
+            done[path] = None
+            msg = (f"torch._inductor.config.{path} does not exist in this "
+                   "torch: not set")
+            if msg not in notes:
+                notes.append(msg)
+                log(f"  note: {msg}")
+    return done
+
+
+def torch_compile(tctx, x, notes):
+    """torch.compile of the separate-Linear module, compiled (first call,
+    timed separately) and warmed up; (fn, compile seconds) or (None, None)."""
+    torch = tctx["torch"]
+    try:
+        inductor_config(notes)
+        torch._dynamo.reset()
+        fn = torch.compile(tctx["separate"], dynamic=False)
+        with torch.no_grad():
+            t0 = time.perf_counter()
+            fn(x)
+            compile_s = time.perf_counter() - t0
+            for _ in range(3):
+                fn(x)
+        return fn, compile_s
+    except Exception as e:  # noqa: BLE001 - record, measure the rest
+        msg = f"torch.compile failed: {type(e).__name__}: {str(e)[:300]}"
+        if msg not in notes:
+            notes.append(msg)
+        log(f"  {msg}")
+        return None, None
+
+
+def time_in_process(fn, n, max_other=0.10, attempts=20):
+    """One warm-up call, then n calls timed one by one: median ms. Repeated
+    while other processes used more than `max_other` of the machine (as
+    Runner.run_clean, with two jiffies of slack for short windows)."""
+    hz, ncpu = os.sysconf("SC_CLK_TCK"), os.cpu_count()
+    for attempt in range(attempts):
+        wait_for_quiet()
+        j0, s0, w0 = busy_jiffies(), self_cpu_s(), time.time()
+        fn()
         ts = []
         for _ in range(n):
             t0 = time.perf_counter()
             fn()
             ts.append(time.perf_counter() - t0)
-        return statistics.median(ts) * 1000
+        j1, s1, w1 = busy_jiffies(), self_cpu_s(), time.time()
+        wall = max(1e-3, w1 - w0)
+        other = ((j1 - j0) / hz - (s1 - s0)) / (wall * ncpu)
+        out = {"n": n, "median_ms": statistics.median(ts) * 1000,
+               "min_ms": min(ts) * 1000, "other_load": max(0.0, other),
+               "attempt": attempt + 1}
+        if other - 2.0 / hz / (wall * ncpu) <= max_other:
+            return out
+        log(f"  disturbed ({other:.0%} of the CPUs used by others "
+            "during the run): repeating")
+    out["disturbed"] = True
+    return out
 
-    with torch.no_grad():
-        n_u = calibrate(one(unfused, 3), target_s, 20000)
-        n_m = calibrate(one(merged, 3), target_s, 20000)
-        us, ms = [], []
-        for r in range(reps):
-            order = [(unfused, n_u, us), (merged, n_m, ms)]
-            if r % 2:
-                order.reverse()
-            for fn, n, acc in order:
-                acc.append(one(fn, n))
-    u, mm = statistics.median(us), statistics.median(ms)
-    return {"unfused_us": u * 1000, "merged_us": mm * 1000,
-            "ratio": u / mm, "unfused_runs_ms": us, "merged_runs_ms": ms,
-            "n_unfused": n_u, "n_merged": n_m}
+
+def torch_outputs(y):
+    ys = y if isinstance(y, (tuple, list)) else [y]
+    return [t.float().numpy() for t in ys]
 
 
 # ---------------------------------------------------------------- report
@@ -443,55 +718,121 @@ KIND_NAME = {"qkv": "Q/K/V + bias", "gateup": "gate/up + SiLU·mul"}
 
 
 def fmt_us(x):
+    if x is None:
+        return ""
     return f"{x:,.1f}" if x < 1000 else f"{x:,.0f}"
 
 
+def fmt_mb(nbytes):
+    mb = nbytes / 1e6
+    return f"{mb:.1f}" if mb >= 10 else f"{mb:.2f}"
+
+
+def fmt_ratio(x, bold_below, digits=2):
+    if x is None:
+        return ""
+    s = f"{x:.{digits}f}"
+    return f"**{s}**" if x < bold_below else s
+
+
+def row_key():
+    kinds = ["qkv", "gateup"]
+    return lambda r: (kinds.index(r["kind"]) if r["kind"] in kinds else 9,
+                      r["hidden"], r["m"],
+                      DTYPES.index(r.get("dtype", "f32")))
+
+
 def markdown(results):
-    rows = results["rows"]
+    mach = results["machine"]
+    tinfo = (results.get("torch") or {}).get("info")
+    rows = sorted(results["rows"], key=row_key())
     bw = results["copy_bandwidth_gbps"]
-    out = [f"Copy bandwidth: **{bw:.1f} GB/s** ({STREAM_NOTE}; median of "
-           f"{len(results['copy_bandwidth_samples_gbps'])}). "
-           "ratio = unfused / merged (> 1: merged faster); times are "
-           f"medians of {results['reps']} interleaved runs "
-           "(min–max of the run medians in brackets).", "",
-           "For M ≤ 16: bound = weight bytes / copy bandwidth; compute = "
-           "GEMM flops / the best GEMM rate measured in this run "
-           f"({results['peak_gflops_measured']:.0f} GFLOP/s); "
-           "merged/max = merged / max(bound, compute).", "",
-           "| kind | hidden | M | unfused µs | merged µs | ratio | "
-           "GEMM calls unfused→merged | weight MB | bound µs | merged/bound "
-           "| compute µs | merged/max |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    flags = mach.get("cpu_flags")
+    lib = results.get("linfuse_run") or {}
+    out = ["# CPU: linfuse merged vs unfused GEMMs, beside PyTorch", "",
+           f"- Date: {mach.get('date') or results.get('day')}",
+           f"- CPU: {mach.get('cpu')}, ISA: "
+           + (", ".join(flags) if flags else
+              "none of " + ", ".join(ISA_FLAGS) if flags is not None
+              else "not recorded"),
+           f"- Cores: {mach.get('nproc')} online; threads: PyTorch "
+           f"torch.set_num_threads({mach.get('threads', '?')}), linfuse-run "
+           "(oneDNN on OpenMP) LINFUSE_NUM_THREADS "
+           f"{mach.get('linfuse_num_threads', 'unset')}, OMP_NUM_THREADS "
+           f"{mach.get('omp_num_threads', 'unset')} (unset: every CPU); "
+           f"{mach.get('mem_gib')} GiB, {mach.get('os')}",
+           f"- linfuse-run: oneDNN {mach.get('onednn', 'unknown')}, OpenBLAS "
+           f"{mach.get('openblas') or 'unknown'}; linfuse "
+           f"{mach.get('linfuse_commit')}"
+           + (f", binary sha256 {lib.get('sha256')}…" if lib.get('sha256')
+              else "")
+           + (" (tree dirty)" if lib.get("tree_dirty") else ""),
+           ]
+    torch_res = results.get("torch") or {}
+    if tinfo:
+        out.append(f"- PyTorch {tinfo['version']}: {tinfo['summary']}")
+    out.append(f"- PyTorch variants: {torch_res.get('status', 'not run')}")
+    if torch_res.get("inductor_config"):
+        out.append("- torch.compile: Inductor, " + ", ".join(
+            f"config.{k} = {'True' if v else 'missing (not set)'}"
+            for k, v in torch_res["inductor_config"].items())
+            + ", static shapes, compiled per shape (compile excluded)")
+    for note in torch_res.get("notes") or []:
+        out.append(f"- Note: {note}")
+    out += ["",
+            f"Times: µs per call, median of {results['reps']} reps; each rep "
+            "measures all variants one after the other (order rotated every "
+            "rep), each measurement the median of N calls after one "
+            f"warm-up call, N sized for ~{results['target_s']} s. "
+            "unfused/merged = linfuse --no-optimize / linfuse merged "
+            "(> 1: merging helps); best eager/merged = min(torch "
+            "separate, torch concat) / linfuse merged and compile/merged "
+            "= torch.compile / linfuse merged (> 1: linfuse faster). "
+            "**Bold**: unfused/merged < 0.98, the other ratios < 1.0. "
+            "For M ≤ 16: bound = weight bytes / copy "
+            f"bandwidth ({bw:.1f} GB/s, {STREAM_NOTE}).", "",
+            "| kind | hidden | M | dtype | linfuse unfused µs | "
+            "linfuse merged µs | torch separate µs | torch concat µs | "
+            "torch.compile µs | unfused/merged | best eager/merged | "
+            "compile/merged | GEMM calls | weight MB | merged/bound |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        bound = ("| | | | | |" if r["m"] > 16 else
-                 f"| {r['weight_bytes'] / 1e6:.1f} | {fmt_us(r['bound_us'])} "
-                 f"| {r['merged_over_bound']:.2f} "
-                 f"| {fmt_us(r['compute_bound_us'])} "
-                 f"| {r['merged_over_max_bound']:.2f} |")
-        ratio = f"{r['ratio']:.3f}"
-        if r["ratio"] < 0.98:
-            ratio = f"**{ratio}**"
+        bound = ("| |" if r["m"] > 16 else
+                 f"| {fmt_mb(r['weight_bytes'])} "
+                 f"| {r['merged_over_bound']:.2f} |")
         out.append(
             f"| {KIND_NAME[r['kind']]} | {r['hidden']} | {r['m']} "
-            f"| {fmt_us(r['unfused_us'])} "
-            f"[{fmt_us(r['unfused_range_us'][0])}–"
-            f"{fmt_us(r['unfused_range_us'][1])}] "
-            f"| {fmt_us(r['merged_us'])} "
-            f"[{fmt_us(r['merged_range_us'][0])}–"
-            f"{fmt_us(r['merged_range_us'][1])}] "
-            f"| {ratio} | {r['gemm_calls_unfused']}→{r['gemm_calls_merged']} "
+            f"| {r.get('dtype', 'f32')} "
+            f"| {fmt_us(r['unfused_us'])} | {fmt_us(r['merged_us'])} "
+            f"| {fmt_us(r.get('torch_separate_us'))} "
+            f"| {fmt_us(r.get('torch_concat_us'))} "
+            f"| {fmt_us(r.get('torch_compile_us'))} "
+            f"| {fmt_ratio(r['ratio'], 0.98, 3)} "
+            f"| {fmt_ratio(r.get('best_eager_over_merged'), 1.0)} "
+            f"| {fmt_ratio(r.get('compile_over_merged'), 1.0)} "
+            f"| {r['gemm_calls_unfused']}→{r['gemm_calls_merged']} "
             + bound)
-    if results.get("torch"):
-        t = results["torch"]
-        out += ["", f"PyTorch eager: {t['status']}"]
-        if t.get("rows"):
-            out += ["", "| kind | hidden | M | separate Linear µs | "
-                    "concatenated Linear µs | ratio |", "|---|---|---|---|---|---|"]
-            for r in t["rows"]:
-                out.append(f"| {KIND_NAME[r['kind']]} | {r['hidden']} | "
-                           f"{r['m']} | {fmt_us(r['unfused_us'])} | "
-                           f"{fmt_us(r['merged_us'])} | {r['ratio']:.2f} |")
+    bad = numerics_failures(results)
+    out += ["", "Numerics (max abs error / max abs reference; f32 against "
+            "f32 numpy, bf16 against float64 numpy on the bf16 inputs): "
+            + ("all within " + ", ".join(
+                f"{REL_TOL[d]:g} ({d})" for d in DTYPES) if not bad else
+               "**outside the tolerance:** " + "; ".join(bad)) + "."]
     return "\n".join(out) + "\n"
+
+
+def numerics_failures(results):
+    bad = []
+    for r in results["rows"]:
+        tol = REL_TOL[r.get("dtype", "f32")]
+        errs = dict(r.get("rel_errors") or
+                    {"linfuse_merged": r.get("merged_rel_error_vs_numpy")})
+        for v, e in errs.items():
+            if e is not None and e > tol:
+                bad.append(f"{r['kind']} H={r['hidden']} M={r['m']} "
+                           f"{r.get('dtype', 'f32')} {VARIANT_NAME.get(v, v)} "
+                           f"{e:.1e}")
+    return bad
 
 
 def plot(results, path):
@@ -504,30 +845,25 @@ def plot(results, path):
         return False
     rows = results["rows"]
     hiddens = sorted({r["hidden"] for r in rows})
+    dtypes = [d for d in DTYPES if any(r.get("dtype", "f32") == d
+                                       for r in rows)]
     fig, axes = plt.subplots(1, len(hiddens), figsize=(4.2 * len(hiddens), 3.6),
                              sharey=True, squeeze=False)
-    torch_rows = (results.get("torch") or {}).get("rows") or []
-    ymax = max([r["pair_ratio_quartiles"][2] for r in rows] +
-               [r["ratio"] for r in torch_rows] + [1.1])
-    ymin = min([r["pair_ratio_quartiles"][0] for r in rows] +
-               [r["ratio"] for r in torch_rows] + [0.9])
+    ymax = max([r["pair_ratio_quartiles"][2] for r in rows] + [1.1])
+    ymin = min([r["pair_ratio_quartiles"][0] for r in rows] + [0.9])
     for ax, h in zip(axes[0], hiddens):
         for kind, marker in (("qkv", "o"), ("gateup", "s")):
-            pts = sorted((r["m"], r["ratio"], r["pair_ratio_quartiles"])
-                         for r in rows
-                         if r["hidden"] == h and r["kind"] == kind)
-            if pts:
-                ax.errorbar([p[0] for p in pts], [p[1] for p in pts],
-                            yerr=[[max(0, p[1] - p[2][0]) for p in pts],
-                                  [max(0, p[2][2] - p[1]) for p in pts]],
-                            marker=marker, capsize=3,
-                            label=f"linfuse {KIND_NAME[kind]}")
-            tp = sorted((r["m"], r["ratio"]) for r in torch_rows
-                        if r["hidden"] == h and r["kind"] == kind)
-            if tp:
-                ax.plot([p[0] for p in tp], [p[1] for p in tp],
-                        marker=marker, linestyle="--", alpha=0.6,
-                        label=f"PyTorch {KIND_NAME[kind]}")
+            for dtype, ls in zip(dtypes, ("-", "--")):
+                pts = sorted((r["m"], r["ratio"], r["pair_ratio_quartiles"])
+                             for r in rows
+                             if r["hidden"] == h and r["kind"] == kind
+                             and r.get("dtype", "f32") == dtype)
+                if pts:
+                    ax.errorbar([p[0] for p in pts], [p[1] for p in pts],
+                                yerr=[[max(0, p[1] - p[2][0]) for p in pts],
+                                      [max(0, p[2][2] - p[1]) for p in pts]],
+                                marker=marker, linestyle=ls, capsize=3,
+                                label=f"{KIND_NAME[kind]} {dtype}")
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.axhline(0.98, color="red", linewidth=0.8, linestyle=":",
                    label="0.98 (target floor)")
@@ -540,9 +876,9 @@ def plot(results, path):
         ax.set_xlabel("M (rows of x)")
         ax.grid(True, alpha=0.3)
     axes[0][0].set_ylabel("unfused time / merged time\n"
-                          "(bars: quartiles of the per-pair ratios)")
+                          "(bars: quartiles of the per-rep ratios)")
     axes[0][-1].legend(fontsize=7, loc="best")
-    fig.suptitle("linfuse-run, OpenBLAS, f32: merged vs unfused\n"
+    fig.suptitle(f"linfuse-run, {'/'.join(dtypes)}: merged vs unfused\n"
                  f"{results['machine']['nproc']} cores "
                  f"{results['machine']['cpu']}, {results['day']}", fontsize=9)
     fig.tight_layout()
@@ -560,28 +896,31 @@ def main():
     ap.add_argument("--out", default="cpu_gemm_merge_results",
                     help="results folder (created)")
     ap.add_argument("--quick", action="store_true",
-                    help="smoke run: hidden 768, M 1 and 16, 2 reps, short")
+                    help="smoke run: hidden 768, M 1 and 16, 2 reps, short "
+                         "measurements (both dtypes unless --dtypes)")
     ap.add_argument("--linfuse-run",
                     default=os.path.join(REPO, "build/bin/linfuse-run"))
-    ap.add_argument("--hidden", type=int, nargs="+",
-                    default=[768, 1024, 4096])
-    ap.add_argument("--m", type=int, nargs="+", default=[1, 16, 128, 512])
+    ap.add_argument("--hidden", type=int, nargs="+", default=[768, 4096])
+    ap.add_argument("--m", type=int, nargs="+", default=[1, 16, 128])
     ap.add_argument("--kinds", nargs="+", default=["qkv", "gateup"],
                     choices=["qkv", "gateup"])
+    ap.add_argument("--dtypes", nargs="+", default=list(DTYPES),
+                    choices=list(DTYPES))
     ap.add_argument("--reps", type=int, default=7,
-                    help="interleaved (unfused, merged) pairs per shape")
+                    help="reps per shape, each measuring every variant once")
     ap.add_argument("--target-s", type=float, default=0.75,
-                    help="seconds per --benchmark measurement")
+                    help="seconds per measurement (N calls)")
     ap.add_argument("--keep-work", action="store_true",
                     help="keep the generated modules and .npy inputs")
-    ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--no-torch", action="store_true",
+                    help="linfuse variants only")
     ap.add_argument("--from-json", metavar="FILE",
                     help="measure nothing: rewrite the table and the plot "
                          "of an earlier run's JSON into --out")
     args = ap.parse_args()
     if args.from_json:
         with open(args.from_json) as f:
-            finish(json.load(f), args.out)
+            finish(upgrade(json.load(f)), args.out)
         return
     if args.quick:
         args.hidden, args.m, args.reps, args.target_s = [768], [1, 16], 2, 0.1
@@ -593,16 +932,20 @@ def main():
     work = tempfile.mkdtemp(prefix="cpu_gemm_merge.")
     runner = Runner(args.linfuse_run, work)
     t_start = time.time()
-    threads = int(os.environ.get("OPENBLAS_NUM_THREADS") or os.cpu_count())
+    threads = next((int(os.environ[v]) for v in THREAD_VARS
+                    if os.environ.get(v)), os.cpu_count())
 
     results = {
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-        "machine": machine_info(),
+        "machine": machine_info(threads),
         "day": datetime.date.today().isoformat(),
         "reps": args.reps,
         "target_s": args.target_s,
+        "dtypes": args.dtypes,
+        "variants": list(VARIANTS),
         "note": "linfuse-run times the calls only (no process start, JIT "
-                "compilation or weight packing). " + STREAM_NOTE + ".",
+                "compilation or weight packing); torch variants are timed "
+                "in this process, call by call. " + STREAM_NOTE + ".",
         "rows": [],
     }
     st = os.stat(args.linfuse_run)
@@ -613,8 +956,27 @@ def main():
         "sha256": sh(f"sha256sum {args.linfuse_run} | cut -c1-16"),
         "tree_dirty": bool(sh(f"git -C {REPO} status --porcelain -uno")),
     }
+
+    # PyTorch, if installed.
+    torch_res = {"status": "", "notes": [], "info": None}
+    if args.no_torch:
+        torch_res["status"] = "skipped (--no-torch)"
+    else:
+        torch_res["info"] = torch_info()
+        if torch_res["info"] is None:
+            torch_res["status"] = "PyTorch not installed: skipped"
+        else:
+            torch_res["status"] = (
+                f"torch {torch_res['info']['version']}, {threads} threads, "
+                "no_grad, eval: separate Linear, concatenated Linear, "
+                "torch.compile(separate)")
+            torch_res["inductor_config"] = inductor_config(torch_res["notes"])
+    use_torch = torch_res["info"] is not None
+    results["torch"] = torch_res
     log(f"machine: {results['machine']}")
     log(f"linfuse-run: {results['linfuse_run']} (snapshot in {work}/bin)")
+    log(f"PyTorch: {torch_res['status']}"
+        + (f"; {torch_res['info']['summary']}" if use_torch else ""))
 
     bw0 = copy_bandwidth()
     log(f"copy bandwidth (start): {bw0['gbps']:.2f} GB/s "
@@ -624,25 +986,29 @@ def main():
     try:
         for kind in args.kinds:
             for h in args.hidden:
-                module = f"{work}/{kind}_{h}.mlir"
-                with open(module, "w") as f:
-                    f.write(qkv_module(h) if kind == "qkv"
-                            else gateup_module(h))
-                weights, wpaths = {}, []
-                for name, shape in weight_shapes(kind, h):
-                    w = rng.standard_normal(shape, dtype=np.float32)
-                    if len(shape) == 2:
-                        w *= np.float32(1 / math.sqrt(h))
-                    weights[name] = w
-                    wpaths.append(f"{work}/{kind}_{h}_{name}.npy")
-                    np.save(wpaths[-1], w)
-                for m in args.m:
-                    row = bench_shape(runner, kind, h, m, module, weights,
-                                      wpaths, rng, work, args)
-                    results["rows"].append(row)
-                del weights
-                for p in wpaths:
-                    os.remove(p)
+                for dtype in args.dtypes:
+                    module = f"{work}/{kind}_{h}_{dtype}.mlir"
+                    with open(module, "w") as f:
+                        f.write(make_module(kind, h, dtype))
+                    weights, wpaths = {}, []
+                    for name, shape in weight_shapes(kind, h):
+                        w = rng.standard_normal(shape, dtype=np.float32)
+                        if len(shape) == 2:
+                            w *= np.float32(1 / math.sqrt(h))
+                        weights[name] = round_to_dtype(w, dtype)
+                        wpaths.append(f"{work}/{kind}_{h}_{dtype}_{name}.npy")
+                        save_input(wpaths[-1], weights[name], dtype)
+                    tctx = (torch_setup(kind, h, dtype, weights, threads)
+                            if use_torch else None)
+                    for m in args.m:
+                        row = bench_shape(runner, kind, h, m, dtype, module,
+                                          weights, wpaths, rng, work, args,
+                                          tctx, torch_res["notes"])
+                        results["rows"].append(row)
+                    del weights, tctx
+                    gc.collect()
+                    for p in wpaths:
+                        os.remove(p)
     finally:
         if not args.keep_work:
             shutil.rmtree(work, ignore_errors=True)
@@ -659,41 +1025,35 @@ def main():
     results["copy_bandwidth_end_gbps"] = bw1["gbps"]
     results["copy_bandwidth_samples_gbps"] = samples
 
-    # PyTorch eager, if installed.
-    torch_res = {"status": "", "rows": []}
-    if args.no_torch:
-        torch_res["status"] = "skipped (--no-torch)"
-    else:
-        try:
-            import torch  # noqa: F401, PLC0415
-            torch_res["status"] = (f"torch {torch.__version__}, "
-                                   f"{threads} threads, no_grad")
-        except ImportError:
-            torch_res["status"] = "PyTorch not installed: skipped"
-    log(f"PyTorch eager: {torch_res['status']}")
-    if torch_res["status"].startswith("torch "):
-        for kind in args.kinds:
-            for h in args.hidden:
-                for m in args.m:
-                    t = torch_bench(kind, h, m, args.reps, args.target_s,
-                                    threads)
-                    t.update(kind=kind, hidden=h, m=m)
-                    torch_res["rows"].append(t)
-                    log(f"  torch {kind} H={h} M={m}: separate "
-                        f"{t['unfused_us']:.1f} us, concatenated "
-                        f"{t['merged_us']:.1f} us, ratio {t['ratio']:.3f}")
-    results["torch"] = torch_res
-
     results["total_s"] = time.time() - t_start
     finish(results, args.out)
 
 
+def upgrade(results):
+    """Reads a JSON of the f32-only version of this script (dtype-less rows,
+    PyTorch eager in a separate list) as the current one."""
+    torch_rows = {(t["kind"], t["hidden"], t["m"]): t
+                  for t in (results.get("torch") or {}).get("rows") or []}
+    for r in results["rows"]:
+        r.setdefault("dtype", "f32")
+        t = torch_rows.get((r["kind"], r["hidden"], r["m"]))
+        if t and "torch_separate_us" not in r:
+            r["torch_separate_us"] = t["unfused_us"]
+            r["torch_concat_us"] = t["merged_us"]
+    return results
+
+
 def derive(results):
-    """Bounds from the copy bandwidth and the best GEMM rate of the run."""
+    """Ratios, and bounds from the copy bandwidth and the best GEMM rate of
+    the run (per dtype)."""
     bw = results["copy_bandwidth_gbps"]
     rows = results["rows"]
-    peak = max(max(r["gflop"] / (r["unfused_us"] * 1e-6),
-                   r["gflop"] / (r["merged_us"] * 1e-6)) for r in rows)
+    peak = {}
+    for r in rows:
+        d = r.get("dtype", "f32")
+        peak[d] = max(peak.get(d, 0.0),
+                      r["gflop"] / (r["unfused_us"] * 1e-6),
+                      r["gflop"] / (r["merged_us"] * 1e-6))
     results["peak_gflops_measured"] = peak
     for r in rows:
         r["merged_gflops"] = r["gflop"] / (r["merged_us"] * 1e-6)
@@ -704,9 +1064,17 @@ def derive(results):
         r["bound_us"] = r["weight_bytes"] / (bw * 1e9) * 1e6
         r["merged_over_bound"] = r["merged_us"] / r["bound_us"]
         r["unfused_over_bound"] = r["unfused_us"] / r["bound_us"]
-        r["compute_bound_us"] = r["gflop"] / peak * 1e6
+        r["compute_bound_us"] = (r["gflop"] / peak[r.get("dtype", "f32")]
+                                 * 1e6)
         r["merged_over_max_bound"] = r["merged_us"] / max(
             r["bound_us"], r["compute_bound_us"])
+        eager = [r.get(k) for k in ("torch_separate_us", "torch_concat_us")
+                 if r.get(k) is not None]
+        r["best_eager_over_merged"] = (min(eager) / r["merged_us"]
+                                       if eager else None)
+        r["compile_over_merged"] = (
+            r["torch_compile_us"] / r["merged_us"]
+            if r.get("torch_compile_us") is not None else None)
 
 
 def finish(results, out):
@@ -720,83 +1088,148 @@ def finish(results, out):
     plotted = plot(results, os.path.join(out, "cpu_gemm_merge.png"))
     log("")
     log(md)
+
+    def name(r):
+        return (f"{r['kind']} H={r['hidden']} M={r['m']} "
+                f"{r.get('dtype', 'f32')}")
     losses = [r for r in results["rows"] if r["ratio"] < 0.98]
+    log(f"linfuse unfused/merged < 0.98: {len(losses)} shape(s): "
+        + ", ".join(f"{name(r)} ({r['ratio']:.2f})" for r in losses))
+    for key, what in (("best_eager_over_merged", "best eager"),
+                      ("compile_over_merged", "torch.compile")):
+        slower = [r for r in results["rows"]
+                  if r.get(key) is not None and r[key] < 1.0]
+        log(f"{what} faster than linfuse merged: {len(slower)} shape(s): "
+            + ", ".join(f"{name(r)} ({r[key]:.2f})" for r in slower))
     slow = [r for r in results["rows"]
             if r["m"] <= 16 and r["merged_over_bound"] > 1.25]
-    log(f"ratio < 0.98: {len(losses)} shape(s): " + ", ".join(
-        f"{r['kind']} H={r['hidden']} M={r['m']} ({r['ratio']:.2f})"
-        for r in losses))
     log(f"merged/bound > 1.25 at M <= 16: {len(slow)} shape(s): " + ", ".join(
-        f"{r['kind']} H={r['hidden']} M={r['m']} "
-        f"({r['merged_over_bound']:.2f})" for r in slow))
+        f"{name(r)} ({r['merged_over_bound']:.2f})" for r in slow))
+    bad = numerics_failures(results)
+    if bad:
+        log("NUMERICS outside the tolerance: " + "; ".join(bad))
     log(f"wrote {out}/cpu_gemm_merge.json, .md"
         + (", .png" if plotted else "")
         + f"; total {results['total_s']:.0f} s")
 
 
-def bench_shape(runner, kind, h, m, module, weights, wpaths, rng, work, args):
-    x = rng.standard_normal((m, h), dtype=np.float32)
-    xpath = f"{work}/x_{h}_{m}.npy"
-    np.save(xpath, x)
+def bench_shape(runner, kind, h, m, dtype, module, weights, wpaths, rng,
+                work, args, tctx, notes):
+    x = round_to_dtype(rng.standard_normal((m, h), dtype=np.float32), dtype)
+    xpath = f"{work}/x_{h}_{m}_{dtype}.npy"
+    save_input(xpath, x, dtype)
     inputs = [xpath] + wpaths
     nres = num_results(kind)
-
-    # One call each with --runtime-stats (GEMM count, numerics) and a short
-    # --benchmark to size N.
-    cal_m = runner.run_clean(module, inputs, nres, True, bench=3, stats=True)
-    err = check_outputs(kind, x, weights, work, nres)
-    cal_u = runner.run_clean(module, inputs, nres, False, bench=3,
-                             stats=True)
+    ref = reference(kind, x, weights, dtype)
     n_max = 20000
-    n_u = calibrate(cal_u["median_ms"], args.target_s, n_max)
-    n_m = calibrate(cal_m["median_ms"], args.target_s, n_max)
+    errs, n, gemm_calls, extra = {}, {}, {}, {}
 
-    runs = {"unfused": [], "merged": []}
+    # linfuse: one call with --runtime-stats (GEMM count, numerics), then a
+    # short --benchmark to size N, from the fastest of its calls. Not both in
+    # one run: with --runtime-stats, --benchmark's times are inflated (up to
+    # 50x at M = 16), and so was N.
+    fns = {}
+    for name, opt in (("linfuse_merged", True), ("linfuse_unfused", False)):
+        stats = runner.run(module, inputs, nres, opt, stats=True)
+        errs[name] = check_outputs(ref, work, nres)
+        gemm_calls[name] = stats.get("gemm_calls")
+        cal = runner.run_clean(module, inputs, nres, opt, bench=5)
+        n[name] = calibrate(cal["min_ms"], args.target_s, n_max)
+        fns[name] = (lambda opt=opt, name=name: runner.run_clean(
+            module, inputs, nres, opt, bench=n[name]))
+
+    # PyTorch: eager modules, and torch.compile (compiled and warmed up here,
+    # outside the timed reps).
+    compiled = None
+    if tctx is not None:
+        torch = tctx["torch"]
+        xt = torch.from_numpy(x).to(tctx["dtype"])
+        compiled, compile_s = torch_compile(tctx, xt, notes)
+        extra["torch_compile_first_call_s"] = compile_s
+        mods = {"torch_separate": tctx["separate"],
+                "torch_concat": tctx["concat"]}
+        if compiled is not None:
+            mods["torch_compile"] = compiled
+        for name, mod in mods.items():
+            def call(mod=mod):
+                with torch.no_grad():
+                    return mod(xt)
+            errs[name] = rel_error(torch_outputs(call()), ref)
+            cal = time_in_process(call, 3)
+            n[name] = calibrate(cal["min_ms"], args.target_s, n_max)
+            fns[name] = (lambda call=call, name=name:
+                         time_in_process(call, n[name]))
+
+    variants = [v for v in VARIANTS if v in fns]
+    runs = {v: [] for v in variants}
+    orders = []
     for r in range(args.reps):
-        order = [("unfused", False, n_u), ("merged", True, n_m)]
-        if r % 2:
-            order.reverse()
-        for name, opt, n in order:
-            runs[name].append(runner.run_clean(module, inputs, nres, opt,
-                                               bench=n))
+        k = r % len(variants)
+        order = variants[k:] + variants[:k]
+        orders.append(order)
+        for v in order:
+            runs[v].append(fns[v]())
     os.remove(xpath)
+    del compiled, fns
+    if tctx is not None:
+        tctx["torch"]._dynamo.reset()
+        gc.collect()
 
-    med = {k: statistics.median(x["median_ms"] for x in v)
-           for k, v in runs.items()}
-    rng_us = {k: (min(x["median_ms"] for x in v) * 1000,
-                  max(x["median_ms"] for x in v) * 1000)
-              for k, v in runs.items()}
+    med = {v: statistics.median(x["median_ms"] for x in runs[v]) * 1000
+           for v in variants}
+    var = {v: {"us": med[v],
+               "runs_ms": [x["median_ms"] for x in runs[v]],
+               "range_us": [min(x["median_ms"] for x in runs[v]) * 1000,
+                            max(x["median_ms"] for x in runs[v]) * 1000],
+               "min_ms": min(x["min_ms"] for x in runs[v]),
+               "n": n[v],
+               "rel_error": errs[v],
+               "other_load": [round(x["other_load"], 3) for x in runs[v]],
+               "repeated_disturbed": sum(x["attempt"] - 1 for x in runs[v]),
+               "still_disturbed": sum(bool(x.get("disturbed"))
+                                      for x in runs[v])}
+           for v in variants}
+    u, mg = var["linfuse_unfused"], var["linfuse_merged"]
     row = {
-        "kind": kind, "hidden": h, "m": m,
+        "kind": kind, "hidden": h, "m": m, "dtype": dtype,
         "n_out_per_projection": h if kind == "qkv" else intermediate_size(h),
-        "weight_bytes": weight_bytes(kind, h),
+        "weight_bytes": weight_bytes(kind, h, dtype),
         "gflop": gemm_flops(kind, h, m) / 1e9,
-        "unfused_us": med["unfused"] * 1000,
-        "merged_us": med["merged"] * 1000,
-        "ratio": med["unfused"] / med["merged"],
-        "unfused_range_us": rng_us["unfused"],
-        "merged_range_us": rng_us["merged"],
-        "unfused_runs_ms": [x["median_ms"] for x in runs["unfused"]],
-        "merged_runs_ms": [x["median_ms"] for x in runs["merged"]],
-        "unfused_min_ms": min(x["min_ms"] for x in runs["unfused"]),
-        "merged_min_ms": min(x["min_ms"] for x in runs["merged"]),
-        "n_calls_per_measurement": {"unfused": n_u, "merged": n_m},
-        "gemm_calls_unfused": cal_u.get("gemm_calls"),
-        "gemm_calls_merged": cal_m.get("gemm_calls"),
-        "merged_rel_error_vs_numpy": err,
-        "other_load_during_runs": {
-            k: [round(x["other_load"], 3) for x in v]
-            for k, v in runs.items()},
-        "repeated_disturbed_runs": sum(x["attempt"] - 1
-                                       for v in runs.values() for x in v),
-        "still_disturbed_runs": sum(bool(x.get("disturbed"))
-                                    for v in runs.values() for x in v),
+        "unfused_us": u["us"],
+        "merged_us": mg["us"],
+        "ratio": u["us"] / mg["us"],
+        "torch_separate_us": var.get("torch_separate", {}).get("us"),
+        "torch_concat_us": var.get("torch_concat", {}).get("us"),
+        "torch_compile_us": var.get("torch_compile", {}).get("us"),
+        "unfused_range_us": u["range_us"],
+        "merged_range_us": mg["range_us"],
+        "unfused_runs_ms": u["runs_ms"],
+        "merged_runs_ms": mg["runs_ms"],
+        "unfused_min_ms": u["min_ms"],
+        "merged_min_ms": mg["min_ms"],
+        "n_calls_per_measurement": {"unfused": u["n"], "merged": mg["n"]},
+        "gemm_calls_unfused": gemm_calls["linfuse_unfused"],
+        "gemm_calls_merged": gemm_calls["linfuse_merged"],
+        "merged_rel_error_vs_numpy": errs["linfuse_merged"],
+        "rel_errors": errs,
+        "rel_error_tolerance": REL_TOL[dtype],
+        "numerics_ok": all(e <= REL_TOL[dtype] for e in errs.values()),
+        "variants": var,
+        "rep_orders": orders,
+        "other_load_during_runs": {v: var[v]["other_load"]
+                                   for v in variants},
+        "repeated_disturbed_runs": sum(var[v]["repeated_disturbed"]
+                                       for v in variants),
+        "still_disturbed_runs": sum(var[v]["still_disturbed"]
+                                    for v in variants),
+        **extra,
     }
-    log(f"{kind:6s} H={h:5d} M={m:4d}: unfused {row['unfused_us']:10.1f} us "
-        f"(N={n_u}), merged {row['merged_us']:10.1f} us (N={n_m}), "
-        f"ratio {row['ratio']:.3f}, gemm_calls "
-        f"{row['gemm_calls_unfused']}->{row['gemm_calls_merged']}, "
-        f"rel err {err:.1e}")
+    log(f"{kind:6s} H={h:5d} M={m:4d} {dtype:4s}: " + ", ".join(
+        f"{VARIANT_NAME[v]} {var[v]['us']:.1f} us (N={var[v]['n']})"
+        for v in variants)
+        + f"; unfused/merged {row['ratio']:.3f}, gemm_calls "
+        f"{row['gemm_calls_unfused']}->{row['gemm_calls_merged']}, rel err "
+        + ", ".join(f"{VARIANT_NAME[v]} {errs[v]:.1e}" for v in variants))
     return row
 
 
