@@ -55,6 +55,32 @@ std::string mlir::linfuse::getGemmRuntimeFunctionName(StringRef target,
       .str();
 }
 
+/// Whether `v` holds the same values at the same address on every call of
+/// its function: a view of a constant global, or of a packed weight (an
+/// argument that `@f__pack` computed, `linfuse.packed`; the packing
+/// function releases the runtime's reordered copies whenever it runs).
+/// Weights passed as plain `linfuse.weight` arguments do not count: a
+/// caller may pass other values at the same address.
+static bool isConstantAcrossCalls(Value v) {
+  while (true) {
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      auto fn = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+      return fn && arg.getOwner() == &fn.getBody().front() &&
+             fn.getArgAttr(arg.getArgNumber(), "linfuse.packed");
+    }
+    Operation *op = v.getDefiningOp();
+    if (auto get = dyn_cast_or_null<memref::GetGlobalOp>(op)) {
+      auto global = SymbolTable::lookupNearestSymbolFrom<memref::GlobalOp>(
+          op, get.getNameAttr());
+      return global && global.getConstant();
+    }
+    auto view = dyn_cast_or_null<ViewLikeOpInterface>(op);
+    if (!view)
+      return false;
+    v = view.getViewSource();
+  }
+}
+
 namespace {
 struct ConvertGemmToRuntimePass
     : public linfuse::impl::ConvertGemmToRuntimePassBase<
@@ -74,18 +100,36 @@ struct ConvertGemmToRuntimePass
     for (GemmOp op : gemms)
       if (failed(convert(op, symbols)))
         return signalPassFailure();
+    if (target == "cpu")
+      releaseOnPacking(symbols);
+  }
+
+  /// Each weight-packing function starts by releasing the host runtime's
+  /// reordered copies of constant B operands: the packed weights it is
+  /// about to write may reuse the addresses of ones it replaces.
+  void releaseOnPacking(SymbolTable &symbols) {
+    ModuleOp module = getOperation();
+    for (StringAttr name : getWeightPackingFunctions(module)) {
+      auto pack = symbols.lookup<func::FuncOp>(name);
+      if (!pack || pack.isExternal())
+        continue;
+      OpBuilder b = OpBuilder::atBlockBegin(&pack.getBody().front());
+      func::FuncOp release =
+          getOrDeclare(symbols, "linfuse_cpu_release_packed_weights", {}, {});
+      func::CallOp::create(b, pack.getLoc(), release, ValueRange());
+    }
   }
 
   /// `func.func private @name(memref<*xAB> x2, memref<*xC> x2, i32, i32,
   /// f32, f32) -> i32`, declared once per module.
   func::FuncOp getOrDeclare(SymbolTable &symbols, StringRef name,
-                            TypeRange argTypes, Type resultType) {
+                            TypeRange argTypes, TypeRange resultTypes) {
     if (auto fn = symbols.lookup<func::FuncOp>(name))
       return fn;
     ModuleOp module = getOperation();
     OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
     auto fn = func::FuncOp::create(b, module.getLoc(), name,
-                                   b.getFunctionType(argTypes, resultType));
+                                   b.getFunctionType(argTypes, resultTypes));
     fn.setPrivate();
     symbols.insert(fn);
     return fn;
@@ -110,9 +154,11 @@ struct ConvertGemmToRuntimePass
     Value c = unranked(op.getC());
     Value bias = op.getBias() ? unranked(op.getBias()) : c;
 
-    int32_t flags = (op.getTransposeA() ? LINFUSE_GEMM_TRANSPOSE_A : 0) |
-                    (op.getTransposeB() ? LINFUSE_GEMM_TRANSPOSE_B : 0) |
-                    (op.getBias() ? LINFUSE_GEMM_HAS_BIAS : 0);
+    int32_t flags =
+        (op.getTransposeA() ? LINFUSE_GEMM_TRANSPOSE_A : 0) |
+        (op.getTransposeB() ? LINFUSE_GEMM_TRANSPOSE_B : 0) |
+        (op.getBias() ? LINFUSE_GEMM_HAS_BIAS : 0) |
+        (isConstantAcrossCalls(op.getB()) ? LINFUSE_GEMM_CONSTANT_B : 0);
     auto i32 = [&](int32_t v) -> Value {
       return arith::ConstantIntOp::create(b, loc, v, 32);
     };

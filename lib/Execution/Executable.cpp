@@ -309,6 +309,10 @@ Executable::~Executable() {
   release(packed);
   release(weightBuffers);
   release(inputBuffers);
+  // The runtime's reordered copies of this code's constant weights (see
+  // LINFUSE_GEMM_CONSTANT_B): the next executable's may reuse the addresses.
+  if (targetKind == Target::CPU)
+    linfuse_cpu_release_packed_weights();
 }
 
 size_t Executable::numActivations() const {

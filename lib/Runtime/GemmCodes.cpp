@@ -33,9 +33,9 @@ int32_t validateGemmCodes(const char *fn, int32_t abType, int32_t cType,
     return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
                 "%s: c_type %s must be ab_type (%s) or f32", fn,
                 dtypeName(cType), dtypeName(abType));
-  constexpr int32_t kKnownFlags = LINFUSE_GEMM_TRANSPOSE_A |
-                                  LINFUSE_GEMM_TRANSPOSE_B |
-                                  LINFUSE_GEMM_HAS_BIAS;
+  constexpr int32_t kKnownFlags =
+      LINFUSE_GEMM_TRANSPOSE_A | LINFUSE_GEMM_TRANSPOSE_B |
+      LINFUSE_GEMM_HAS_BIAS | LINFUSE_GEMM_CONSTANT_B;
   if (flags & ~kKnownFlags)
     return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: unknown flags 0x%x", fn,
                 unsigned(flags & ~kKnownFlags));

@@ -530,7 +530,8 @@ int32_t linfuse_cpu_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
   // type natively, in place, the bias and the activation fused.
   if (p.k > 0 && alpha == 1.0f && beta == 0.0f) {
     if (oneDnnGemm(ab_type, c_type, p.a, transA, p.b, transB,
-                   hasBias ? &p.bias : nullptr, p.c, epilogue)) {
+                   hasBias ? &p.bias : nullptr, p.c, epilogue,
+                   flags & LINFUSE_GEMM_CONSTANT_B)) {
       countKernelLaunches(1);
       return LINFUSE_OK;
     }

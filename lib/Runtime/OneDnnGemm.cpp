@@ -38,6 +38,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 using namespace linfuse::runtime;
 
@@ -65,7 +66,12 @@ namespace {
   X(dnnl_primitive_desc_create)                                                \
   X(dnnl_primitive_desc_destroy)                                               \
   X(dnnl_primitive_create)                                                     \
-  X(dnnl_primitive_execute)
+  X(dnnl_primitive_execute)                                                    \
+  X(dnnl_primitive_destroy)                                                    \
+  X(dnnl_memory_desc_init_by_tag)                                              \
+  X(dnnl_memory_desc_equal)                                                    \
+  X(dnnl_primitive_desc_query_md)                                              \
+  X(dnnl_reorder_primitive_desc_create)
 
 struct Dnnl {
 #define LINFUSE_DNNL_SLOT(name) decltype(&::name) name = nullptr;
@@ -108,9 +114,11 @@ const Dnnl *dnnl() {
 dnnl_engine_t engine() { return dnnl() ? dnnl()->engine : nullptr; }
 
 /// GEMMs under this many flops run on the calling thread alone: waking
-/// the pool costs more than it saves (measured: a Linear(8, 8) call 13 us
-/// slower with 2 threads than with 1 when called between PyTorch ops).
-constexpr double kSerialFlops = 1 << 21;
+/// the pool costs more than it saves. Measured between PyTorch ops: a
+/// Linear(8, 8) (128 flops) took 18 us on 2 threads and 5 us on one; a
+/// 12-layer LLaMA MLP at M = 1 (0.7 MFLOP GEMMs) took 976 us with those
+/// GEMMs on one thread and 652 us on 2.
+constexpr double kSerialFlops = 1 << 16;
 
 /// The thread count linfuse_set_num_threads chose (0: the default).
 std::atomic<int> requestedThreads{0};
@@ -217,6 +225,9 @@ struct Layout {
 struct Key {
   int32_t abType, cType, epilogue, threads;
   bool hasBias;
+  /// B is a weight (the same values on every call until
+  /// linfuse_cpu_release_packed_weights): let oneDNN choose its layout.
+  bool packB;
   Layout a, b, c, bias;
 
   bool operator==(const Key &o) const {
@@ -239,6 +250,11 @@ struct KeyHash {
 struct Entry {
   dnnl_primitive_t primitive = nullptr; // null: oneDNN has no kernel
   dnnl_memory_desc_t a, b, c, bias;
+  /// With Key::packB: B in the layout the primitive reads (oneDNN's
+  /// blocked one), and the reorder from `b` into it; null reorder when the
+  /// primitive reads `b` as it is.
+  dnnl_memory_desc_t packedB;
+  dnnl_primitive_t reorderB = nullptr;
 };
 
 std::mutex cacheMutex;
@@ -246,11 +262,17 @@ std::mutex cacheMutex;
 /// primitive is small next to the weights it multiplies.
 std::unordered_map<Key, Entry, KeyHash> cache; // guarded by cacheMutex
 
-bool describe(const Layout &l, int32_t dtype, dnnl_memory_desc_t &md) {
+/// `l` as a 3-d descriptor, or as a 2-d one without its batch dimension
+/// (`matrix`: oneDNN chooses blocked weight layouts only for 2-d matmuls;
+/// for 3-d ones `any` gives the plain layout).
+bool describe(const Layout &l, int32_t dtype, dnnl_memory_desc_t &md,
+              bool matrix = false) {
   dnnl_dims_t dims = {l.dims[0], l.dims[1], l.dims[2]};
   dnnl_dims_t strides = {l.strides[0], l.strides[1], l.strides[2]};
-  return dnnl()->dnnl_memory_desc_init_by_strides(&md, 3, dims, dnnlType(dtype),
-                                                  strides) == dnnl_success;
+  int skip = matrix ? 1 : 0;
+  return dnnl()->dnnl_memory_desc_init_by_strides(
+             &md, 3 - skip, dims + skip, dnnlType(dtype), strides + skip) ==
+         dnnl_success;
 }
 
 dnnl_alg_kind_t eltwise(int32_t epilogue) {
@@ -268,21 +290,15 @@ dnnl_alg_kind_t eltwise(int32_t epilogue) {
   }
 }
 
-/// Creates the primitive for `key` (entry.primitive stays null if oneDNN
-/// has no implementation).
-Entry create(const Key &key) {
-  Entry e;
-  if (!engine() || !describe(key.a, key.abType, e.a) ||
-      !describe(key.b, key.abType, e.b) || !describe(key.c, key.cType, e.c))
-    return e;
-  std::memset(&e.bias, 0, sizeof(e.bias));
-  if (key.hasBias && !describe(key.bias, key.cType, e.bias))
-    return e;
+/// The matmul primitive descriptor for `key`, with `b` as B's descriptor
+/// (null if oneDNN has no implementation).
+dnnl_primitive_desc_t describeMatmul(const Key &key, Entry &e,
+                                     const dnnl_memory_desc_t &b) {
   dnnl_matmul_desc_t desc;
-  if (dnnl()->dnnl_matmul_desc_init(&desc, &e.a, &e.b,
+  if (dnnl()->dnnl_matmul_desc_init(&desc, &e.a, &b,
                                     key.hasBias ? &e.bias : nullptr,
                                     &e.c) != dnnl_success)
-    return e;
+    return nullptr;
   dnnl_primitive_attr_t attr = nullptr;
   dnnl_post_ops_t ops = nullptr;
   bool ok = dnnl()->dnnl_primitive_attr_create(&attr) == dnnl_success;
@@ -296,16 +312,121 @@ Entry create(const Key &key) {
   }
   dnnl_primitive_desc_t pd = nullptr;
   if (ok && dnnl()->dnnl_primitive_desc_create(&pd, &desc, attr, engine(),
-                                               nullptr) == dnnl_success) {
-    if (dnnl()->dnnl_primitive_create(&e.primitive, pd) != dnnl_success)
-      e.primitive = nullptr;
-    dnnl()->dnnl_primitive_desc_destroy(pd);
-  }
+                                               nullptr) != dnnl_success)
+    pd = nullptr;
   if (ops)
     dnnl()->dnnl_post_ops_destroy(ops);
   if (attr)
     dnnl()->dnnl_primitive_attr_destroy(attr);
+  return pd;
+}
+
+/// With Key::packB: the primitive with B in the layout oneDNN prefers, and
+/// the reorder into it. False (nothing created) if either is missing.
+bool createPacked(const Key &key, Entry &e) {
+  dnnl_memory_desc_t any;
+  dnnl_dims_t dims = {key.b.dims[1], key.b.dims[2]};
+  if (dnnl()->dnnl_memory_desc_init_by_tag(&any, 2, dims, dnnlType(key.abType),
+                                           dnnl_format_tag_any) != dnnl_success)
+    return false;
+  dnnl_primitive_desc_t pd = describeMatmul(key, e, any);
+  if (!pd)
+    return false;
+  const dnnl_memory_desc_t *chosen =
+      dnnl()->dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  bool ok = chosen != nullptr;
+  if (ok) {
+    e.packedB = *chosen;
+    ok = dnnl()->dnnl_primitive_create(&e.primitive, pd) == dnnl_success;
+  }
+  dnnl()->dnnl_primitive_desc_destroy(pd);
+  if (!ok) {
+    e.primitive = nullptr;
+    return false;
+  }
+  if (dnnl()->dnnl_memory_desc_equal(&e.packedB, &e.b))
+    return true; // B is read as it is
+  dnnl_primitive_desc_t rpd = nullptr;
+  ok = dnnl()->dnnl_reorder_primitive_desc_create(
+           &rpd, &e.b, engine(), &e.packedB, engine(), nullptr) == dnnl_success;
+  if (ok) {
+    ok = dnnl()->dnnl_primitive_create(&e.reorderB, rpd) == dnnl_success;
+    dnnl()->dnnl_primitive_desc_destroy(rpd);
+  }
+  if (!ok) {
+    dnnl()->dnnl_primitive_destroy(e.primitive);
+    e.primitive = e.reorderB = nullptr;
+  }
+  return ok;
+}
+
+/// Creates the primitive for `key` (entry.primitive stays null if oneDNN
+/// has no implementation).
+Entry create(const Key &key) {
+  Entry e;
+  // Packed weights: one matrix (Key::packB has batch 1), so 2-d.
+  bool matrix = key.packB && key.a.dims[0] == 1 && key.c.dims[0] == 1;
+  if (!engine() || !describe(key.a, key.abType, e.a, matrix) ||
+      !describe(key.b, key.abType, e.b, matrix) ||
+      !describe(key.c, key.cType, e.c, matrix))
+    return e;
+  std::memset(&e.bias, 0, sizeof(e.bias));
+  if (key.hasBias && !describe(key.bias, key.cType, e.bias, matrix))
+    return e;
+  e.packedB = e.b;
+  if (matrix && createPacked(key, e))
+    return e;
+  if (dnnl_primitive_desc_t pd = describeMatmul(key, e, e.b)) {
+    if (dnnl()->dnnl_primitive_create(&e.primitive, pd) != dnnl_success)
+      e.primitive = nullptr;
+    dnnl()->dnnl_primitive_desc_destroy(pd);
+  }
   return e;
+}
+
+/// Weights reordered into the layout their primitives read, by source
+/// address and layout: made on first use, kept until
+/// linfuse_cpu_release_packed_weights (which the executables call whenever
+/// their weights change or go away).
+struct PackedWeight {
+  const void *data;
+  Layout layout;
+  int32_t abType;
+  dnnl_memory_desc_t md;
+  dnnl_memory_t memory;
+};
+std::mutex packedMutex;
+std::vector<PackedWeight> packedWeights; // guarded by packedMutex
+
+/// B's values in `entry.packedB`'s layout (reordered once), or null.
+dnnl_memory_t packedWeight(const Key &key, const Entry &entry, void *data,
+                           dnnl_stream_t s) {
+  std::lock_guard<std::mutex> lock(packedMutex);
+  for (const PackedWeight &p : packedWeights)
+    if (p.data == data && p.abType == key.abType &&
+        std::memcmp(&p.layout, &key.b, sizeof(Layout)) == 0 &&
+        dnnl()->dnnl_memory_desc_equal(&p.md, &entry.packedB))
+      return p.memory;
+  dnnl_memory_t from = nullptr, to = nullptr;
+  bool ok = dnnl()->dnnl_memory_create(&from, &entry.b, engine(), data) ==
+                dnnl_success &&
+            dnnl()->dnnl_memory_create(&to, &entry.packedB, engine(),
+                                       DNNL_MEMORY_ALLOCATE) == dnnl_success;
+  if (ok) {
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    ok = dnnl()->dnnl_primitive_execute(entry.reorderB, s, 2, args) ==
+             dnnl_success &&
+         dnnl()->dnnl_stream_wait(s) == dnnl_success;
+  }
+  if (from)
+    dnnl()->dnnl_memory_destroy(from);
+  if (!ok) {
+    if (to)
+      dnnl()->dnnl_memory_destroy(to);
+    return nullptr;
+  }
+  packedWeights.push_back({data, key.b, key.abType, entry.packedB, to});
+  return to;
 }
 
 const Entry &lookup(const Key &key) {
@@ -322,7 +443,7 @@ bool linfuse::runtime::oneDnnGemm(int32_t abType, int32_t cType,
                                   const GemmMatrix &a, bool transA,
                                   const GemmMatrix &b, bool transB,
                                   const GemmMatrix *bias, const GemmMatrix &c,
-                                  int32_t epilogue) {
+                                  int32_t epilogue, bool constantB) {
   Key key;
   std::memset(&key, 0, sizeof(key));
   key.abType = abType;
@@ -332,6 +453,8 @@ bool linfuse::runtime::oneDnnGemm(int32_t abType, int32_t cType,
   key.a = Layout::of(a, transA);
   key.b = Layout::of(b, transB, /*vectorKernel=*/key.a.dims[1] == 1);
   key.c = Layout::of(c, false);
+  // One row of output (decode) runs fastest on gemm:jit with B as it is.
+  key.packB = constantB && key.a.dims[1] > 1 && key.b.dims[0] == 1;
   if (bias) {
     // The N bias values, broadcast over batch and rows. oneDNN 2.6 accepts
     // a strided bias descriptor but reads it densely (measured: wrong
@@ -365,6 +488,9 @@ bool linfuse::runtime::oneDnnGemm(int32_t abType, int32_t cType,
   if (!entry.primitive || !s)
     return false;
 
+  dnnl_memory_t packed = nullptr;
+  if (entry.reorderB && !(packed = packedWeight(key, entry, b.data, s)))
+    return false;
   dnnl_memory_t mem[4] = {};
   const dnnl_memory_desc_t *mds[4] = {&entry.a, &entry.b, &entry.c,
                                       &entry.bias};
@@ -372,11 +498,13 @@ bool linfuse::runtime::oneDnnGemm(int32_t abType, int32_t cType,
   int n = bias ? 4 : 3;
   bool ok = true;
   for (int i = 0; i < n && ok; ++i)
-    ok = dnnl()->dnnl_memory_create(&mem[i], mds[i], engine(), data[i]) ==
-         dnnl_success;
+    ok = i == 1 && packed
+             ? true
+             : dnnl()->dnnl_memory_create(&mem[i], mds[i], engine(), data[i]) ==
+                   dnnl_success;
   if (ok) {
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]},
-                               {DNNL_ARG_WEIGHTS, mem[1]},
+                               {DNNL_ARG_WEIGHTS, packed ? packed : mem[1]},
                                {DNNL_ARG_DST, mem[2]},
                                {DNNL_ARG_BIAS, mem[3]}};
     ok = dnnl()->dnnl_primitive_execute(entry.primitive, s, n, args) ==
@@ -397,3 +525,12 @@ int32_t linfuse_set_num_threads(int32_t n) {
 }
 
 int32_t linfuse_get_num_threads(void) { return configuredThreads(); }
+
+void linfuse_cpu_release_packed_weights(void) {
+  if (!dnnl())
+    return;
+  std::lock_guard<std::mutex> lock(packedMutex);
+  for (PackedWeight &p : packedWeights)
+    dnnl()->dnnl_memory_destroy(p.memory);
+  packedWeights.clear();
+}

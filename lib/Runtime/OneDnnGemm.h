@@ -27,9 +27,12 @@ struct GemmMatrix {
 /// oneDNN has no implementation for the problem (before reading or writing
 /// anything) or its execution failed: the caller then computes C itself.
 /// True once C is written. Safe to call from several threads at once.
+/// `constantB`: B holds the same values at the same address on every call
+/// until linfuse_cpu_release_packed_weights (a weight): it is reordered
+/// once into the layout oneDNN reads fastest, and that copy is used.
 bool oneDnnGemm(int32_t abType, int32_t cType, const GemmMatrix &a, bool transA,
                 const GemmMatrix &b, bool transB, const GemmMatrix *bias,
-                const GemmMatrix &c, int32_t epilogue);
+                const GemmMatrix &c, int32_t epilogue, bool constantB);
 
 } // namespace linfuse::runtime
 

@@ -46,7 +46,7 @@ def set_num_threads(n: int) -> int:
     """Threads of the host GEMMs, process-wide: n > 0 sets the count, n <= 0
     restores the default ($LINFUSE_NUM_THREADS, else OpenMP's:
     OMP_NUM_THREADS or every core). Returns the count in effect. GEMMs under
-    2 MFLOP run on the calling thread alone. `linfuse.torch` follows
+    64 KFLOP run on the calling thread alone. `linfuse.torch` follows
     `torch.get_num_threads()` unless $LINFUSE_NUM_THREADS is set."""
     return _linfuse.set_num_threads(int(n))
 

@@ -57,3 +57,45 @@ func.func @batched_bf16(%a: memref<2x4x8xbf16>, %b: memref<2x8x16xbf16>, %c: mem
   linfuse.gemm ins(%a, %b : memref<2x4x8xbf16>, memref<2x8x16xbf16>) outs(%c : memref<2x4x16xbf16>) epilogue = <silu>
   return
 }
+
+// -----
+
+// B is a weight when it is a view of a packed weight (an argument that the
+// packing function computed, `linfuse.packed`) or of a constant global:
+// flags gain LINFUSE_GEMM_CONSTANT_B (8), so the host runtime reorders it
+// once. The packing function first releases the reordered copies (its
+// results may reuse the addresses of the ones it replaces).
+// CHECK-LABEL: func.func private @linfuse_cpu_release_packed_weights()
+// CHECK-LABEL: func.func @main__pack(
+// CHECK-NEXT:    call @linfuse_cpu_release_packed_weights() : () -> ()
+// CHECK-LABEL: func.func @main(
+// CHECK:         %[[PACKED:.*]] = arith.constant 10 : i32
+// CHECK:         call @linfuse_cpu_gemm_f32_f32(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[PACKED]],
+// CHECK:         %[[GLOBAL:.*]] = arith.constant 8 : i32
+// CHECK:         call @linfuse_cpu_gemm_f32_f32(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[GLOBAL]],
+// CHECK:         %[[RAW:.*]] = arith.constant 2 : i32
+// CHECK:         call @linfuse_cpu_gemm_f32_f32(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[RAW]],
+// CHECK:         %[[ACT:.*]] = arith.constant 0 : i32
+// CHECK:         call @linfuse_cpu_gemm_f32_f32(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[ACT]],
+// CUDA-LABEL: func.func @main__pack(
+// CUDA-NOT:     linfuse_cpu_release_packed_weights
+memref.global "private" constant @w : memref<8x16xf32> = dense<1.0>
+func.func @main__pack(%w: memref<64x8xf32>) -> memref<64x8xf32> {
+  return %w : memref<64x8xf32>
+}
+func.func @main(%x: memref<4x8xf32>, %act: memref<8x16xf32>,
+                %raw: memref<16x8xf32> {linfuse.weight},
+                %packed: memref<64x8xf32> {linfuse.packed = 0 : i64},
+                %c1: memref<4x32xf32>, %c2: memref<4x16xf32>,
+                %c3: memref<4x16xf32>, %c4: memref<4x16xf32>)
+    attributes {linfuse.pack_function = @main__pack} {
+  // A column slice of the packed weight, used transposed.
+  %slice = memref.subview %packed[0, 0] [32, 8] [1, 1] : memref<64x8xf32> to memref<32x8xf32, strided<[8, 1]>>
+  linfuse.gemm ins(%x, %slice : memref<4x8xf32>, memref<32x8xf32, strided<[8, 1]>>) outs(%c1 : memref<4x32xf32>) transpose_b
+  %g = memref.get_global @w : memref<8x16xf32>
+  linfuse.gemm ins(%x, %g : memref<4x8xf32>, memref<8x16xf32>) outs(%c2 : memref<4x16xf32>)
+  // Negative: an activation, and a weight argument a caller may change.
+  linfuse.gemm ins(%x, %raw : memref<4x8xf32>, memref<16x8xf32>) outs(%c3 : memref<4x16xf32>) transpose_b
+  linfuse.gemm ins(%x, %act : memref<4x8xf32>, memref<8x16xf32>) outs(%c4 : memref<4x16xf32>)
+  return
+}

@@ -865,7 +865,7 @@ TEST_F(RuntimeTest, CodeErrors) {
   expectError(invalid, {"epilogue", "5"}, run(LINFUSE_F32, LINFUSE_F32, 0, 5));
   expectError(invalid, {"epilogue", "-1"},
               run(LINFUSE_F32, LINFUSE_F32, 0, -1));
-  expectError(invalid, {"flags", "0x8"}, run(LINFUSE_F32, LINFUSE_F32, 8, 0));
+  expectError(invalid, {"flags", "0x10"}, run(LINFUSE_F32, LINFUSE_F32, 16, 0));
 }
 
 TEST_F(RuntimeTest, SizeErrors) {

@@ -67,6 +67,10 @@ enum {
   LINFUSE_GEMM_TRANSPOSE_A = 1,
   LINFUSE_GEMM_TRANSPOSE_B = 2,
   LINFUSE_GEMM_HAS_BIAS = 4,
+  /* B is a weight: the same values at the same address on every call until
+   * linfuse_cpu_release_packed_weights. The host backend then reorders it
+   * once into its GEMM library's preferred layout and keeps that copy. */
+  LINFUSE_GEMM_CONSTANT_B = 8,
 };
 
 /* A ranked memref descriptor as MLIR lays it out (rank known at run time). */
@@ -124,11 +128,17 @@ LINFUSE_RUNTIME_EXPORT int32_t linfuse_last_error(void);
 LINFUSE_RUNTIME_EXPORT const char *linfuse_last_error_message(void);
 LINFUSE_RUNTIME_EXPORT void linfuse_clear_error(void);
 
+/* Frees the host backend's reordered copies of LINFUSE_GEMM_CONSTANT_B
+ * weights (all of them, made again on next use). Call it whenever weights
+ * passed as constant change or are freed; the executables of linfuse-run,
+ * the Python package and linfuse-compile's libraries do. */
+LINFUSE_RUNTIME_EXPORT void linfuse_cpu_release_packed_weights(void);
+
 /* Threads of the host GEMMs (oneDNN's OpenMP pool, and OpenBLAS's for
  * what oneDNN does not take), for every later call from any thread: n > 0
  * sets the count; n <= 0 restores the default, $LINFUSE_NUM_THREADS if set,
  * else OpenMP's (OMP_NUM_THREADS, or every core). Returns the count now in
- * effect. GEMMs under 2 MFLOP run on the calling thread alone, whatever
+ * effect. GEMMs under 64 KFLOP run on the calling thread alone, whatever
  * the count: waking the pool costs more than it saves. */
 LINFUSE_RUNTIME_EXPORT int32_t linfuse_set_num_threads(int32_t n);
 LINFUSE_RUNTIME_EXPORT int32_t linfuse_get_num_threads(void);
