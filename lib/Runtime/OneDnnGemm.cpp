@@ -120,6 +120,17 @@ dnnl_engine_t engine() { return dnnl() ? dnnl()->engine : nullptr; }
 /// GEMMs on one thread and 652 us on 2.
 constexpr double kSerialFlops = 1 << 16;
 
+/// Whether constant weights are reordered into oneDNN's layout: yes unless
+/// $LINFUSE_REORDER_WEIGHTS is 0 (it keeps one copy of each weight, the
+/// packed one, at the cost of speed at M > 1).
+bool reorderWeights() {
+  static const bool on = [] {
+    const char *env = std::getenv("LINFUSE_REORDER_WEIGHTS");
+    return !(env && std::strcmp(env, "0") == 0);
+  }();
+  return on;
+}
+
 /// The thread count linfuse_set_num_threads chose (0: the default).
 std::atomic<int> requestedThreads{0};
 
@@ -454,7 +465,8 @@ bool linfuse::runtime::oneDnnGemm(int32_t abType, int32_t cType,
   key.b = Layout::of(b, transB, /*vectorKernel=*/key.a.dims[1] == 1);
   key.c = Layout::of(c, false);
   // One row of output (decode) runs fastest on gemm:jit with B as it is.
-  key.packB = constantB && key.a.dims[1] > 1 && key.b.dims[0] == 1;
+  key.packB =
+      constantB && key.a.dims[1] > 1 && key.b.dims[0] == 1 && reorderWeights();
   if (bias) {
     // The N bias values, broadcast over batch and rows. oneDNN 2.6 accepts
     // a strided bias descriptor but reads it densely (measured: wrong

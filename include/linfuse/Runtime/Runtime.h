@@ -69,7 +69,9 @@ enum {
   LINFUSE_GEMM_HAS_BIAS = 4,
   /* B is a weight: the same values at the same address on every call until
    * linfuse_cpu_release_packed_weights. The host backend then reorders it
-   * once into its GEMM library's preferred layout and keeps that copy. */
+   * once into its GEMM library's preferred layout and keeps that copy
+   * (a second copy of the weight; $LINFUSE_REORDER_WEIGHTS=0 turns the
+   * reordering off). */
   LINFUSE_GEMM_CONSTANT_B = 8,
 };
 
