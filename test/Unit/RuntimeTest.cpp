@@ -363,6 +363,30 @@ TEST_F(RuntimeTest, F32Transposes) {
   }
 }
 
+/// A constant B (a weight) is reordered once and that copy is used on later
+/// calls; after linfuse_cpu_release_packed_weights, new values at the same
+/// address are read again. f32 and bf16 (AMX's layout), B transposed as an
+/// nn.Linear weight is, M > 1 (where the reordering applies) and M = 1.
+TEST_F(RuntimeTest, ConstantWeightsAreReorderedAndReleased) {
+  for (linfuse_dtype type : {LINFUSE_F32, LINFUSE_BF16})
+    for (int64_t m : {16, 1}) {
+      SCOPED_TRACE("type " + std::to_string(type) + " m " + std::to_string(m));
+      int32_t flags = kTransB | LINFUSE_GEMM_CONSTANT_B;
+      Operands ops = contiguousOperands(type, LINFUSE_F32, flags, m, 96, 64);
+      Gemm g;
+      g.abType = type;
+      g.flags = flags;
+      runAndCheck(g, ops.a, ops.b, ops.c);
+      runAndCheck(g, ops.a, ops.b, ops.c); // the reordered copy
+      const uint8_t *address = ops.b.bytes.data();
+      ops.b = randomized(std::move(ops.b), 7); // same buffer, new values
+      ASSERT_EQ(address, ops.b.bytes.data());
+      linfuse_cpu_release_packed_weights();
+      runAndCheck(g, ops.a, ops.b, ops.c);
+      linfuse_cpu_release_packed_weights();
+    }
+}
+
 TEST_F(RuntimeTest, F32LargeEnoughForBlockedKernels) {
   for (int32_t flags : {0, kTransBoth}) {
     SCOPED_TRACE("flags " + std::to_string(flags));
