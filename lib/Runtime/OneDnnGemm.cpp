@@ -237,7 +237,8 @@ struct Key {
   int32_t abType, cType, epilogue, threads;
   bool hasBias;
   /// B is a weight (the same values on every call until
-  /// linfuse_cpu_release_packed_weights): let oneDNN choose its layout.
+  /// linfuse_cpu_release_packed_weights) in a single (batch 1) product:
+  /// described in 2-d, with B's layout left to oneDNN.
   bool packB;
   Layout a, b, c, bias;
 
@@ -246,13 +247,13 @@ struct Key {
   }
 };
 
-struct KeyHash {
-  size_t operator()(const Key &k) const {
-    // FNV-1a over the bytes (the struct is zero-initialized, padding
-    // included, before it is filled).
+/// FNV-1a over a key's bytes (keys are zero-initialized, padding included,
+/// before they are filled, and compared with memcmp).
+template <typename T> struct BytesHash {
+  size_t operator()(const T &k) const {
     const auto *p = reinterpret_cast<const unsigned char *>(&k);
     uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < sizeof(Key); ++i)
+    for (size_t i = 0; i < sizeof(T); ++i)
       h = (h ^ p[i]) * 1099511628211ull;
     return size_t(h);
   }
@@ -271,7 +272,7 @@ struct Entry {
 std::mutex cacheMutex;
 /// Never shrinks: a model has few distinct problems per size, and a
 /// primitive is small next to the weights it multiplies.
-std::unordered_map<Key, Entry, KeyHash> cache; // guarded by cacheMutex
+std::unordered_map<Key, Entry, BytesHash<Key>> cache; // guarded by cacheMutex
 
 /// `l` as a 3-d descriptor, or as a 2-d one without its batch dimension
 /// (`matrix`: oneDNN chooses blocked weight layouts only for 2-d matmuls;
@@ -375,8 +376,7 @@ bool createPacked(const Key &key, Entry &e) {
 /// has no implementation).
 Entry create(const Key &key) {
   Entry e;
-  // Packed weights: one matrix (Key::packB has batch 1), so 2-d.
-  bool matrix = key.packB && key.a.dims[0] == 1 && key.c.dims[0] == 1;
+  bool matrix = key.packB;
   if (!engine() || !describe(key.a, key.abType, e.a, matrix) ||
       !describe(key.b, key.abType, e.b, matrix) ||
       !describe(key.c, key.cType, e.c, matrix))
@@ -385,7 +385,7 @@ Entry create(const Key &key) {
   if (key.hasBias && !describe(key.bias, key.cType, e.bias, matrix))
     return e;
   e.packedB = e.b;
-  if (matrix && createPacked(key, e))
+  if (key.packB && createPacked(key, e))
     return e;
   if (dnnl_primitive_desc_t pd = describeMatmul(key, e, e.b)) {
     if (dnnl()->dnnl_primitive_create(&e.primitive, pd) != dnnl_success)
@@ -399,24 +399,37 @@ Entry create(const Key &key) {
 /// address and layout: made on first use, kept until
 /// linfuse_cpu_release_packed_weights (which the executables call whenever
 /// their weights change or go away).
-struct PackedWeight {
+struct WeightKey {
   const void *data;
   Layout layout;
   int32_t abType;
+
+  bool operator==(const WeightKey &o) const {
+    return std::memcmp(this, &o, sizeof(WeightKey)) == 0;
+  }
+};
+struct PackedWeight {
   dnnl_memory_desc_t md;
   dnnl_memory_t memory;
 };
 std::mutex packedMutex;
-std::vector<PackedWeight> packedWeights; // guarded by packedMutex
+/// Usually one layout per weight; a weight that problems of several sizes
+/// read in different blocked layouts has one copy per layout.
+std::unordered_map<WeightKey, std::vector<PackedWeight>, BytesHash<WeightKey>>
+    packedWeights; // guarded by packedMutex
 
 /// B's values in `entry.packedB`'s layout (reordered once), or null.
 dnnl_memory_t packedWeight(const Key &key, const Entry &entry, void *data,
                            dnnl_stream_t s) {
+  WeightKey weight;
+  std::memset(&weight, 0, sizeof(weight));
+  weight.data = data;
+  weight.layout = key.b;
+  weight.abType = key.abType;
   std::lock_guard<std::mutex> lock(packedMutex);
-  for (const PackedWeight &p : packedWeights)
-    if (p.data == data && p.abType == key.abType &&
-        std::memcmp(&p.layout, &key.b, sizeof(Layout)) == 0 &&
-        dnnl()->dnnl_memory_desc_equal(&p.md, &entry.packedB))
+  std::vector<PackedWeight> &copies = packedWeights[weight];
+  for (const PackedWeight &p : copies)
+    if (dnnl()->dnnl_memory_desc_equal(&p.md, &entry.packedB))
       return p.memory;
   dnnl_memory_t from = nullptr, to = nullptr;
   bool ok = dnnl()->dnnl_memory_create(&from, &entry.b, engine(), data) ==
@@ -436,7 +449,7 @@ dnnl_memory_t packedWeight(const Key &key, const Entry &entry, void *data,
       dnnl()->dnnl_memory_destroy(to);
     return nullptr;
   }
-  packedWeights.push_back({data, key.b, key.abType, entry.packedB, to});
+  copies.push_back({entry.packedB, to});
   return to;
 }
 
@@ -465,8 +478,8 @@ bool linfuse::runtime::oneDnnGemm(int32_t abType, int32_t cType,
   key.b = Layout::of(b, transB, /*vectorKernel=*/key.a.dims[1] == 1);
   key.c = Layout::of(c, false);
   // One row of output (decode) runs fastest on gemm:jit with B as it is.
-  key.packB =
-      constantB && key.a.dims[1] > 1 && key.b.dims[0] == 1 && reorderWeights();
+  key.packB = constantB && key.a.dims[1] > 1 && key.a.dims[0] == 1 &&
+              key.b.dims[0] == 1 && key.c.dims[0] == 1 && reorderWeights();
   if (bias) {
     // The N bias values, broadcast over batch and rows. oneDNN 2.6 accepts
     // a strided bias descriptor but reads it densely (measured: wrong
@@ -510,10 +523,9 @@ bool linfuse::runtime::oneDnnGemm(int32_t abType, int32_t cType,
   int n = bias ? 4 : 3;
   bool ok = true;
   for (int i = 0; i < n && ok; ++i)
-    ok = i == 1 && packed
-             ? true
-             : dnnl()->dnnl_memory_create(&mem[i], mds[i], engine(), data[i]) ==
-                   dnnl_success;
+    if (i != 1 || !packed)
+      ok = dnnl()->dnnl_memory_create(&mem[i], mds[i], engine(), data[i]) ==
+           dnnl_success;
   if (ok) {
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]},
                                {DNNL_ARG_WEIGHTS, packed ? packed : mem[1]},
@@ -542,7 +554,8 @@ void linfuse_cpu_release_packed_weights(void) {
   if (!dnnl())
     return;
   std::lock_guard<std::mutex> lock(packedMutex);
-  for (PackedWeight &p : packedWeights)
-    dnnl()->dnnl_memory_destroy(p.memory);
+  for (auto &[weight, copies] : packedWeights)
+    for (PackedWeight &p : copies)
+      dnnl()->dnnl_memory_destroy(p.memory);
   packedWeights.clear();
 }
