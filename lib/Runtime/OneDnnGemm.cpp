@@ -156,14 +156,33 @@ int configuredThreads() {
   return n > 0 ? n : defaultThreads();
 }
 
-/// Makes OpenMP regions started by this thread use `n` threads.
-void useThreads(int n) {
-  thread_local int current = 0;
-  if (n != current && dnnl() && dnnl()->ompSetNumThreads) {
-    dnnl()->ompSetNumThreads(n);
-    current = n;
+/// Makes OpenMP regions started by this thread use `n` threads while it
+/// lives, then restores the caller's setting. The OpenMP runtime may be the
+/// caller's too: PyTorch's wheel loads a libgomp.so.1 that oneDNN then
+/// shares, and a thread count left behind changed torch.get_num_threads()
+/// (and made Dynamo recompile every graph on its "num_threads" guard).
+class ThreadScope {
+public:
+  explicit ThreadScope(int n) {
+    const Dnnl *d = dnnl();
+    if (!d || !d->ompSetNumThreads || !d->ompGetMaxThreads)
+      return;
+    saved = d->ompGetMaxThreads();
+    if (saved != n)
+      d->ompSetNumThreads(n);
+    else
+      saved = 0;
   }
-}
+  ~ThreadScope() {
+    if (saved > 0)
+      dnnl()->ompSetNumThreads(saved);
+  }
+  ThreadScope(const ThreadScope &) = delete;
+  ThreadScope &operator=(const ThreadScope &) = delete;
+
+private:
+  int saved = 0; // The caller's count, when it was changed.
+};
 
 /// This thread's stream (streams are not thread-safe).
 dnnl_stream_t stream() {
@@ -507,7 +526,7 @@ bool linfuse::runtime::oneDnnGemm(int32_t abType, int32_t cType,
   for (int64_t d : key.c.dims)
     flops *= double(d);
   key.threads = flops < kSerialFlops ? 1 : configuredThreads();
-  useThreads(key.threads);
+  ThreadScope threads(key.threads);
   const Entry &entry = lookup(key);
   dnnl_stream_t s = stream();
   if (!entry.primitive || !s)

@@ -147,6 +147,7 @@ func.func @lora_then_merge(%x: tensor<?x2xf32>) -> (tensor<?x2xf32>, tensor<?x1x
 // STATS-NEXT: (S) 0 chains-folded
 // STATS-NEXT: (S) 1 sums-folded
 // STATS-NEXT: (S) 0 scales-folded
+// STATS-NEXT: (S) 0 shifts-folded
 // STATS-NEXT: (S) 2 matmuls-removed
 // STATS-NEXT: linfuse-merge-parallel-matmuls
 // STATS-NEXT: (S) 4 groups-merged

@@ -85,3 +85,22 @@ def test_torch_models_follow_torch_threads(default_threads):
     finally:
         torch.set_num_threads(before)
     torch.testing.assert_close(y, lin(x).detach(), rtol=1e-4, atol=1e-4)
+
+
+def test_calls_leave_torch_threads_alone(default_threads):
+    # oneDNN shares the OpenMP runtime PyTorch's wheel loaded: a serial
+    # (small) GEMM used to leave 1 thread behind for torch, and Dynamo then
+    # recompiled every graph on its num_threads guard.
+    small = lt.compile(torch.nn.Linear(8, 8), (torch.randn(3, 8),))
+    large = lt.compile(torch.nn.Linear(256, 512), (torch.randn(64, 256),))
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        for fn, x in [(small, torch.randn(3, 8)), (large, torch.randn(64, 256))]:
+            fn(x)
+            assert torch.get_num_threads() == 2
+        linfuse.set_num_threads(1)          # linfuse's own count: not torch's
+        large(torch.randn(64, 256))
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

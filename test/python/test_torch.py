@@ -346,3 +346,40 @@ def test_keyword_nested_and_fixed_arguments():
         compiled((x, y), 3.0, bias=bias)
     with pytest.raises(linfuse.Error, match="exported for arguments shaped"):
         compiled(x, 2.0, bias=bias)
+
+
+class NormThenProjections(nn.Module):
+    """LayerNorm (gamma and beta not 1 and 0) before q (bias), k (no bias)
+    and v (bias)."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(64)
+        self.q, self.k, self.v = nn.Linear(64, 32), nn.Linear(64, 32, bias=False), nn.Linear(64, 16)
+        with torch.no_grad():
+            self.norm.weight.normal_(1.0, 0.5)
+            self.norm.bias.normal_(0.0, 0.5)
+
+    def forward(self, x):
+        h = self.norm(x)
+        return self.q(h), self.k(h), self.v(h)
+
+
+def test_layer_norm_folds_into_the_projections():
+    torch.manual_seed(0)
+    model = NormThenProjections().eval()
+    compiled = lt.compile(model, (torch.randn(2, 5, 64),),
+                          dynamic_shapes={"x": {0: Dim("b"), 1: Dim("s")}})
+    folds = [f.message for f in compiled.report.folds]
+    # Beta into each projection's bias (k gets one), gamma into the weights;
+    # then all three have bias-adds and merge into one GEMM.
+    assert sum("input shift" in m for m in folds) == 3, folds
+    assert sum("input scale" in m for m in folds) == 3, folds
+    merges = compiled.report.merges
+    assert len(merges) == 1 and merges[0].details["count"] == 3, merges
+    for shape in [(2, 5, 64), (1, 1, 64), (3, 7, 64)]:
+        x = torch.randn(*shape)
+        with torch.no_grad():
+            want = model(x)
+        for got, ref in zip(compiled(x), want):
+            assert rel_err(got, ref) < 1e-5

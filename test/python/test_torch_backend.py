@@ -129,6 +129,10 @@ def test_gpt2_model():
     cfg = transformers.GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=500,
                                   n_positions=128)
     model = transformers.GPT2LMHeadModel(cfg).eval()
+    with torch.no_grad():                   # LayerNorms that are not 1·x + 0
+        for norm in [m for m in model.modules() if isinstance(m, torch.nn.LayerNorm)]:
+            norm.weight.normal_(1.0, 0.5)
+            norm.bias.normal_(0.0, 0.5)
     be = lt.backend(fallback="eager")
     compiled = torch.compile(model, backend=be, dynamic=True)
     with torch.no_grad():
@@ -142,6 +146,11 @@ def test_gpt2_model():
     # its GEMMs (addmm with bias) all run in linfuse partitions.
     assert calls == 2 * 4 + 1
     assert len(be.graphs) == 1 and be.graphs[0].partitions
+    # Each pre-norm LayerNorm (ln_1 before c_attn, ln_2 before c_fc, ln_f
+    # before lm_head) folds: beta into the next bias, gamma into its weight.
+    folds = [f.message for f in be.report.folds]
+    assert sum("input shift" in m for m in folds) == 2 * 2 + 1, folds
+    assert sum("input scale" in m for m in folds) == 2 * 2 + 1, folds
 
 
 def test_bert_layer_merges_qkv():

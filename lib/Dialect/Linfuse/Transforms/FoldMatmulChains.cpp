@@ -5,7 +5,8 @@
 // This pass answers it on IR: linear chains of matmuls with constant weights
 // (and their bias-adds) are re-associated where a dynamic program says the
 // run-time FLOPs drop; sums of linear branches of one input (LoRA) become one
-// matmul; constant input scales (norm gamma) move into the weights.
+// matmul; input scales (norm gamma) move into the weights and input shifts
+// (LayerNorm beta) into the biases.
 //
 // The rewrites are written once, over two weight algebras: constants are
 // multiplied now, in f64 (ConstantAlgebra); for run-time `linfuse.weight`
@@ -50,7 +51,7 @@ namespace {
 /// What the patterns did, for statistics; also remembers which ops already
 /// got a "not folded" remark (patterns are retried until a fixpoint).
 struct FoldCounters {
-  int64_t chains = 0, sums = 0, scales = 0, matmulsRemoved = 0;
+  int64_t chains = 0, sums = 0, scales = 0, shifts = 0, matmulsRemoved = 0;
   llvm::DenseSet<Operation *> remarked;
 };
 using CountersPtr = std::shared_ptr<FoldCounters>;
@@ -189,9 +190,10 @@ bool sameTypes(const LinearStep &a, const LinearStep &b) {
          a.mm.lhsElementType() == a.mm.resultElementType();
 }
 
-/// `x * s` for a constant scalar `s`, or `x * g` with a load-time vector `g`
-/// of length K broadcast along the rows.
-struct Scale {
+/// `x ⊕ s` for a constant scalar `s`, or `x ⊕ v` with a load-time vector `v`
+/// of length K broadcast along the rows, where ⊕ is a multiply (a scale:
+/// norm gamma) or an add (a shift: LayerNorm's beta).
+struct RowOperand {
   Operation *op;
   Value input;
   std::optional<double> scalar;
@@ -199,35 +201,45 @@ struct Scale {
 
   bool isConstant() const { return scalar || isConstantMatrix(vector); }
 };
+using Scale = RowOperand;
+using Shift = RowOperand;
 
-std::optional<Scale> matchScale(Operation *op) {
+/// Matches `op` as `x ⊕ s` or `x ⊕ v` (either operand order): a named
+/// `NamedOp` (the vector through a `linalg.broadcast` of its rows) or a
+/// `linalg.generic` whose body is one `ArithOp`.
+template <typename NamedOp, typename ArithOp>
+std::optional<RowOperand> matchRowOperand(Operation *op) {
   if (!op || op->getNumResults() != 1)
     return std::nullopt;
+  // Rank 2, or more where the rows are collapsed before the linear.
   auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
-  if (!type || type.getRank() != 2)
+  if (!type || type.getRank() < 2)
     return std::nullopt;
-  int64_t k = type.getDimSize(1);
-  auto asScale = [&](Value x, Value v) -> std::optional<Scale> {
+  int64_t rank = type.getRank();
+  int64_t k = type.getDimSize(rank - 1);
+  auto asOperand = [&](Value x, Value v) -> std::optional<RowOperand> {
     if (std::optional<double> s = readConstantScalar(v))
-      return Scale{op, x, s, Value()};
+      return RowOperand{op, x, s, Value()};
     auto vType = dyn_cast<RankedTensorType>(v.getType());
     if (vType && vType.getRank() == 1 && vType.getDimSize(0) == k &&
         isa<FloatType>(vType.getElementType()) && isLoadTimeValue(v))
-      return Scale{op, x, std::nullopt, v};
+      return RowOperand{op, x, std::nullopt, v};
     return std::nullopt;
   };
 
-  if (auto mul = dyn_cast<linalg::MulOp>(op)) {
-    if (!mul.hasPureTensorSemantics())
+  if (auto named = dyn_cast<NamedOp>(op)) {
+    if (!named.hasPureTensorSemantics())
       return std::nullopt;
     for (int i = 0; i < 2; ++i) {
-      Value x = mul.getDpsInputOperand(i)->get();
-      Value other = mul.getDpsInputOperand(1 - i)->get();
-      if (auto b = other.getDefiningOp<linalg::BroadcastOp>())
-        if (b.getDimensions() == ArrayRef<int64_t>{0})
+      Value x = named.getDpsInputOperand(i)->get();
+      Value other = named.getDpsInputOperand(1 - i)->get();
+      SmallVector<int64_t> leading =
+          llvm::to_vector(llvm::seq<int64_t>(0, rank - 1));
+      if (auto b = other.template getDefiningOp<linalg::BroadcastOp>())
+        if (b.getDimensions() == ArrayRef<int64_t>(leading))
           other = b.getInput();
-      if (std::optional<Scale> scale = asScale(x, other))
-        return scale;
+      if (std::optional<RowOperand> row = asOperand(x, other))
+        return row;
     }
     return std::nullopt;
   }
@@ -240,17 +252,17 @@ std::optional<Scale> matchScale(Operation *op) {
   Block &body = *generic.getBlock();
   if (!llvm::hasSingleElement(body.without_terminator()))
     return std::nullopt;
-  auto mulf = dyn_cast<arith::MulFOp>(body.front());
+  auto combine = dyn_cast<ArithOp>(body.front());
   auto yield = cast<linalg::YieldOp>(body.getTerminator());
-  if (!mulf || yield.getOperand(0) != mulf.getResult())
+  if (!combine || yield.getOperand(0) != combine.getResult())
     return std::nullopt;
   MLIRContext *ctx = op->getContext();
-  AffineMap id = AffineMap::getMultiDimIdentityMap(2, ctx);
-  AffineMap row = AffineMap::get(2, 0, getAffineDimExpr(1, ctx));
+  AffineMap id = AffineMap::getMultiDimIdentityMap(rank, ctx);
+  AffineMap row = AffineMap::get(rank, 0, getAffineDimExpr(rank - 1, ctx));
   if (generic.getMatchingIndexingMap(generic.getDpsInitOperand(0)) != id)
     return std::nullopt;
-  // Either x * <constant scalar in the body>, or x * g[k].
-  Value inputs[2] = {mulf.getLhs(), mulf.getRhs()};
+  // Either x ⊕ <constant scalar in the body>, or x ⊕ v[k].
+  Value inputs[2] = {combine.getLhs(), combine.getRhs()};
   for (int i = 0; i < 2; ++i) {
     auto arg = dyn_cast<BlockArgument>(inputs[i]);
     if (!arg || arg.getOwner() != &body ||
@@ -263,20 +275,35 @@ std::optional<Scale> matchScale(Operation *op) {
     if (std::optional<double> s = readConstantScalar(other)) {
       if (generic.getNumDpsInputs() != 1)
         continue;
-      return Scale{op, xOperand->get(), s, Value()};
+      return RowOperand{op, xOperand->get(), s, Value()};
     }
     auto otherArg = dyn_cast<BlockArgument>(other);
     if (!otherArg || otherArg.getOwner() != &body ||
         otherArg.getArgNumber() >= generic.getNumDpsInputs() ||
         generic.getNumDpsInputs() != 2)
       continue;
-    OpOperand *gOperand = generic.getDpsInputOperand(otherArg.getArgNumber());
-    if (generic.getMatchingIndexingMap(gOperand) != row)
+    OpOperand *vOperand = generic.getDpsInputOperand(otherArg.getArgNumber());
+    if (generic.getMatchingIndexingMap(vOperand) != row)
       continue;
-    if (std::optional<Scale> scale = asScale(xOperand->get(), gOperand->get()))
-      return scale;
+    if (std::optional<RowOperand> r =
+            asOperand(xOperand->get(), vOperand->get()))
+      return r;
   }
   return std::nullopt;
+}
+
+std::optional<Scale> matchScale(Operation *op) {
+  return matchRowOperand<linalg::MulOp, arith::MulFOp>(op);
+}
+
+/// Only vector shifts: a scalar one would need a row of ones in the algebra,
+/// and no norm emits it.
+std::optional<Shift> matchShift(Operation *op) {
+  std::optional<Shift> shift =
+      matchRowOperand<linalg::AddOp, arith::AddFOp>(op);
+  if (!shift || shift->scalar)
+    return std::nullopt;
+  return shift;
 }
 
 //===----------------------------------------------------------------------===//
@@ -777,7 +804,7 @@ struct FoldLinearSum : RewritePattern {
 };
 
 //===----------------------------------------------------------------------===//
-// Input scales (norm gamma)
+// Input scales (norm gamma) and shifts (LayerNorm beta)
 //===----------------------------------------------------------------------===//
 
 /// Puts `b` where IR computing a new weight of `user` from the load-time
@@ -802,6 +829,62 @@ static void setInsertionPointForWeight(OpBuilder &b, Operation *user,
     b.setInsertionPointToStart(block);
 }
 
+/// The users of an element-wise result `y` when each can read its input
+/// `x` instead: linear steps reading `y` (or its rows, through a
+/// `tensor.collapse_shape` of the leading dims, as importers emit before a
+/// linear) as their LHS, and shape queries.
+struct LinearUsers {
+  SmallVector<LinearStep, 2> steps;
+  SmallVector<tensor::DimOp> dims;
+  SmallVector<tensor::CollapseShapeOp> collapses;
+
+  /// Fails when some user is none of these, or no linear step is.
+  LogicalResult collect(Value y) {
+    auto readsAsLhs = [&](OpOperand &use) {
+      std::optional<LinearStep> step = matchLinearStep(use.getOwner());
+      if (!step || use.getOperandNumber() != 0 || step->mm.rhs == use.get())
+        return false;
+      steps.push_back(std::move(*step));
+      return true;
+    };
+    for (OpOperand &use : y.getUses()) {
+      if (auto dim = dyn_cast<tensor::DimOp>(use.getOwner())) {
+        dims.push_back(dim);
+        continue;
+      }
+      if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(use.getOwner())) {
+        int64_t rank = collapse.getSrcType().getRank();
+        SmallVector<ReassociationIndices> groups =
+            collapse.getReassociationIndices();
+        if (collapse.getResultType().getRank() != 2 ||
+            groups.back() != ReassociationIndices{rank - 1})
+          return failure();
+        for (OpOperand &rowUse : collapse.getResult().getUses())
+          if (!isa<tensor::DimOp>(rowUse.getOwner()) && !readsAsLhs(rowUse))
+            return failure();
+        collapses.push_back(collapse);
+        continue;
+      }
+      if (!readsAsLhs(use))
+        return failure();
+    }
+    return success(!steps.empty());
+  }
+
+  /// Makes every user read `x` (of y's type) instead of `y`.
+  void redirect(PatternRewriter &rewriter, Value y, Value x) const {
+    for (const LinearStep &step : steps)
+      if (step.mm.lhs == y)
+        rewriter.modifyOpInPlace(step.mm.op,
+                                 [&] { step.mm.op->setOperand(0, x); });
+    for (tensor::CollapseShapeOp collapse : collapses)
+      rewriter.modifyOpInPlace(collapse,
+                               [&] { collapse.getSrcMutable().assign(x); });
+    for (tensor::DimOp dim : dims)
+      rewriter.modifyOpInPlace(dim, [&] { dim.getSourceMutable().assign(x); });
+  }
+};
+
 /// `y = x * g` whose every user is a constant matmul reading `y` as its LHS:
 /// the scale moves into each user's weight rows.
 struct FoldInputScale : RewritePattern {
@@ -814,22 +897,10 @@ struct FoldInputScale : RewritePattern {
     std::optional<Scale> scale = matchScale(op);
     if (!scale || scale->input.getType() != op->getResult(0).getType())
       return failure();
-    Value y = op->getResult(0);
-    SmallVector<LinearStep, 2> users;
-    SmallVector<tensor::DimOp> dims;
-    for (OpOperand &use : y.getUses()) {
-      // Shape queries read the same sizes from the unscaled input.
-      if (auto dim = dyn_cast<tensor::DimOp>(use.getOwner())) {
-        dims.push_back(dim);
-        continue;
-      }
-      std::optional<LinearStep> step = matchLinearStep(use.getOwner());
-      if (!step || use.getOperandNumber() != 0 || step->mm.rhs == y)
-        return rewriter.notifyMatchFailure(op, "a user cannot absorb it");
-      users.push_back(std::move(*step));
-    }
-    if (users.empty())
-      return failure();
+    LinearUsers linearUsers;
+    if (failed(linearUsers.collect(op->getResult(0))))
+      return rewriter.notifyMatchFailure(op, "a user cannot absorb it");
+    ArrayRef<LinearStep> users = linearUsers.steps;
     bool constant =
         scale->isConstant() && llvm::all_of(users, [](const LinearStep &user) {
           return user.constant;
@@ -862,10 +933,8 @@ struct FoldInputScale : RewritePattern {
             rewriter.restoreInsertionPoint(end);
             alg.loc = user.mm.op->getLoc();
             Value weight = alg.store(w, rhsType, user.rhsIsNK);
-            rewriter.modifyOpInPlace(user.mm.op, [&] {
-              user.mm.op->setOperand(0, scale->input);
-              user.mm.op->setOperand(1, weight);
-            });
+            rewriter.modifyOpInPlace(
+                user.mm.op, [&] { user.mm.op->setOperand(1, weight); });
             emitOptimizationRemark(user.mm.op,
                                    "folded an input scale into the weight");
           }
@@ -873,11 +942,93 @@ struct FoldInputScale : RewritePattern {
         });
     if (failed(result))
       return result;
-    for (tensor::DimOp dim : dims)
-      rewriter.modifyOpInPlace(
-          dim, [&] { dim.getSourceMutable().assign(scale->input); });
+    linearUsers.redirect(rewriter, op->getResult(0), scale->input);
     rewriter.eraseOp(op);
     ++counters->scales;
+    return success();
+  }
+
+  int64_t threshold;
+  CountersPtr counters;
+};
+
+/// `y = x + v` (LayerNorm's beta) whose every user is a linear step reading
+/// `y` as its LHS: `y·W + c = x·W + (v·W + c)`, so each user reads `x` and
+/// gets `v·W` added to its bias (a bias-add is created where there was
+/// none). With the shift gone, the scale in front of it (gamma) usually has
+/// only matmul users left, and FoldInputScale takes it.
+struct FoldInputShift : RewritePattern {
+  FoldInputShift(MLIRContext *ctx, int64_t threshold, CountersPtr counters)
+      : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, ctx),
+        threshold(threshold), counters(counters) {}
+
+  LogicalResult matchAndRewrite(Operation *op,
+                                PatternRewriter &rewriter) const override {
+    std::optional<Shift> shift = matchShift(op);
+    if (!shift || shift->input.getType() != op->getResult(0).getType())
+      return failure();
+    Value y = op->getResult(0);
+    LinearUsers linearUsers;
+    if (failed(linearUsers.collect(y)))
+      return rewriter.notifyMatchFailure(op, "a user cannot absorb it");
+    ArrayRef<LinearStep> users = linearUsers.steps;
+    bool constant =
+        shift->isConstant() && llvm::all_of(users, [](const LinearStep &user) {
+          return user.constant;
+        });
+    LogicalResult result = withAlgebra(
+        constant, rewriter, threshold, users.front().mm.weightElementType(),
+        op->getLoc(), [&](auto &alg) -> LogicalResult {
+          // Compute every new bias before changing anything.
+          SmallVector<Value, 2> biases;
+          for (const LinearStep &user : users) {
+            Value oldBias = user.mm.biasAdd ? user.mm.biasAdd->bias : Value();
+            setInsertionPointForWeight(rewriter, user.mm.op,
+                                       {user.mm.rhs, shift->vector, oldBias});
+            alg.loc = user.mm.op->getLoc();
+            auto v = alg.load(shift->vector);
+            auto w = loadWeight(alg, user);
+            auto c = loadBias(alg, user);
+            if (failed(v) || failed(w) || failed(c))
+              return rewriter.notifyMatchFailure(op, "unreadable constant");
+            auto bias = alg.multiply(*v, *w);
+            if (*c)
+              bias = alg.addScaled(bias, **c, 1.0);
+            biases.push_back(
+                alg.store(bias, RankedTensorType::get(
+                                    {user.mm.n}, user.mm.resultElementType())));
+          }
+          linearUsers.redirect(rewriter, y, shift->input);
+          for (auto [user, bias] : llvm::zip_equal(users, biases)) {
+            Operation *last = user.output().getDefiningOp();
+            Value product = user.mm.op->getResult(0);
+            rewriter.setInsertionPointAfter(last);
+            Location loc = user.mm.op->getLoc();
+            // Rows are counted on the (redirected) LHS: a second use of the
+            // product would hide the new bias-add from the merge's matcher.
+            SmallVector<Value> dyn;
+            if (ShapedType::isDynamic(
+                    cast<ShapedType>(product.getType()).getDimSize(0)))
+              dyn.push_back(tensor::DimOp::create(
+                  rewriter, loc, user.mm.op->getOperand(0), 0));
+            Value added = buildBiasAdd(rewriter, loc, product, bias, dyn);
+            if (user.mm.biasAdd) {
+              rewriter.replaceOp(user.mm.biasAdd->op, added);
+            } else {
+              rewriter.replaceUsesWithIf(product, added, [&](OpOperand &use) {
+                return use.getOwner() != added.getDefiningOp() &&
+                       !isa<tensor::DimOp>(use.getOwner());
+              });
+            }
+            emitOptimizationRemark(user.mm.op,
+                                   "folded an input shift into the bias");
+          }
+          return success();
+        });
+    if (failed(result))
+      return result;
+    rewriter.eraseOp(op);
+    ++counters->shifts;
     return success();
   }
 
@@ -891,6 +1042,7 @@ void addPatterns(RewritePatternSet &patterns, FoldPolicy policy,
   patterns.add<FoldLinearChain>(ctx, policy, threshold, counters);
   patterns.add<FoldLinearSum>(ctx, policy, threshold, counters);
   patterns.add<FoldInputScale>(ctx, threshold, counters);
+  patterns.add<FoldInputShift>(ctx, threshold, counters);
 }
 
 struct FoldMatmulChainsPass
@@ -913,6 +1065,7 @@ struct FoldMatmulChainsPass
     numChains += counters->chains;
     numSums += counters->sums;
     numScales += counters->scales;
+    numShifts += counters->shifts;
     numMatmulsRemoved += counters->matmulsRemoved;
   }
 
@@ -957,6 +1110,9 @@ struct FoldMatmulChainsPass
   PassStatistic numScales{this, "scales-folded",
                           "Number of constant input scales folded into "
                           "weights"};
+  PassStatistic numShifts{this, "shifts-folded",
+                          "Number of input shifts (LayerNorm beta) folded "
+                          "into biases"};
   PassStatistic numMatmulsRemoved{this, "matmuls-removed",
                                   "Number of matmuls removed by folding"};
 };

@@ -73,9 +73,9 @@ def MergeParallelMatmulsPass : Pass<"linfuse-merge-parallel-matmuls"> {
 
 def FoldMatmulChainsPass : Pass<"linfuse-fold-matmul-chains"> {
   let summary = "Pre-multiply the weights of linear matmul chains, LoRA "
-                "adapters and input scales";
+                "adapters, input scales and shifts";
   let description = [{
-    Three rewrites of matmuls whose weights are known before the first call
+    Four rewrites of matmuls whose weights are known before the first call
     (constants, or `linfuse.weight` function arguments and values computed
     from them alone) and whose intermediate results have no other use:
 
@@ -92,6 +92,10 @@ def FoldMatmulChainsPass : Pass<"linfuse-fold-matmul-chains"> {
     * **Input scales**: `x * g` with a constant `g` broadcast along K
       (RMSNorm/LayerNorm gamma) or a constant scalar, when every user of the
       scaled value is such a matmul, is folded into the weights' rows.
+    * **Input shifts**: `x + v` with a constant `v` broadcast along K
+      (LayerNorm beta), when every user is such a matmul, is folded into
+      the biases: `(x + v)·W + c = x·W + (v·W + c)`; a bias-add is created
+      where there was none. LayerNorm's gamma is then an input scale.
 
     Constant products are computed at compile time, in f64, and rounded
     once to the weights' type. For `linfuse.weight` arguments the products
@@ -105,7 +109,7 @@ def FoldMatmulChainsPass : Pass<"linfuse-fold-matmul-chains"> {
     gets a remark with the FLOP counts.
 
     Statistics: `chains-folded`, `sums-folded`, `scales-folded`,
-    `matmuls-removed`.
+    `shifts-folded`, `matmuls-removed`.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect",
