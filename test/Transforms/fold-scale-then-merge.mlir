@@ -81,3 +81,56 @@ func.func @per_call_scale(%x: tensor<?x8xf32>, %g: tensor<8xf32>, %wq: tensor<8x
   %k = linalg.matmul indexing_maps = [#mA, #mBt, #mC] ins(%xs, %wk : tensor<?x8xf32>, tensor<4x8xf32>) outs(%f4 : tensor<?x4xf32>) -> tensor<?x4xf32>
   return %q, %k : tensor<?x8xf32>, tensor<?x4xf32>
 }
+
+// -----
+
+// LoRA on q and v (peft's default targets), not on k, whose result is used
+// (negated) before v: the folded q and v weights, W + 2·A·B, are computed
+// right after the weights they read, so the merged GEMM can go where k was
+// and the three projections still merge.
+// REMARK: remark: folded a sum of linear branches (LoRA) into one matmul, FLOPs per row 28 → 16
+// REMARK: remark: folded a sum of linear branches (LoRA) into one matmul, FLOPs per row 28 → 16
+// REMARK: remark: merged 3 matmuls sharing %arg0 into one ?x6 GEMM
+// CHECK-LABEL: func.func @lora_qv_then_merge
+// CHECK-SAME:    (%[[X:.*]]: tensor<?x4xf32>
+// CHECK:         %[[MM:.*]] = linalg.matmul ins(%[[X]], %{{.*}} : tensor<?x4xf32>, tensor<4x6xf32>)
+// CHECK-NOT:     linalg.matmul
+// CHECK:         linalg.negf
+#mA = affine_map<(d0, d1, d2) -> (d0, d2)>
+#mBt = affine_map<(d0, d1, d2) -> (d1, d2)>
+#mC = affine_map<(d0, d1, d2) -> (d0, d1)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @lora_qv_then_merge(%x: tensor<?x4xf32>, %wq: tensor<2x4xf32> {linfuse.weight}, %aq: tensor<1x4xf32> {linfuse.weight}, %bq: tensor<2x1xf32> {linfuse.weight}, %wk: tensor<2x4xf32> {linfuse.weight}, %wv: tensor<2x4xf32> {linfuse.weight}, %av: tensor<1x4xf32> {linfuse.weight}, %bv: tensor<2x1xf32> {linfuse.weight}) -> (tensor<?x2xf32>, tensor<?x2xf32>, tensor<?x2xf32>) {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %m = tensor.dim %x, %c0 : tensor<?x4xf32>
+  %e2 = tensor.empty(%m) : tensor<?x2xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<?x2xf32>) -> tensor<?x2xf32>
+  %e1 = tensor.empty(%m) : tensor<?x1xf32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<?x1xf32>) -> tensor<?x1xf32>
+  %two = arith.constant 2.0 : f32
+  // q = x·Wqᵀ + 2·(x·Aqᵀ)·Bqᵀ
+  %q0 = linalg.matmul indexing_maps = [#mA, #mBt, #mC] ins(%x, %wq : tensor<?x4xf32>, tensor<2x4xf32>) outs(%f2 : tensor<?x2xf32>) -> tensor<?x2xf32>
+  %qa = linalg.matmul indexing_maps = [#mA, #mBt, #mC] ins(%x, %aq : tensor<?x4xf32>, tensor<1x4xf32>) outs(%f1 : tensor<?x1xf32>) -> tensor<?x1xf32>
+  %qb = linalg.matmul indexing_maps = [#mA, #mBt, #mC] ins(%qa, %bq : tensor<?x1xf32>, tensor<2x1xf32>) outs(%f2 : tensor<?x2xf32>) -> tensor<?x2xf32>
+  %qs = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%qb : tensor<?x2xf32>) outs(%e2 : tensor<?x2xf32>) {
+  ^bb0(%p: f32, %o: f32):
+    %r = arith.mulf %p, %two : f32
+    linalg.yield %r : f32
+  } -> tensor<?x2xf32>
+  %q = linalg.add ins(%q0, %qs : tensor<?x2xf32>, tensor<?x2xf32>) outs(%e2 : tensor<?x2xf32>) -> tensor<?x2xf32>
+  // k, used before v
+  %k = linalg.matmul indexing_maps = [#mA, #mBt, #mC] ins(%x, %wk : tensor<?x4xf32>, tensor<2x4xf32>) outs(%f2 : tensor<?x2xf32>) -> tensor<?x2xf32>
+  %kn = linalg.negf ins(%k : tensor<?x2xf32>) outs(%e2 : tensor<?x2xf32>) -> tensor<?x2xf32>
+  // v = x·Wvᵀ + 2·(x·Avᵀ)·Bvᵀ
+  %v0 = linalg.matmul indexing_maps = [#mA, #mBt, #mC] ins(%x, %wv : tensor<?x4xf32>, tensor<2x4xf32>) outs(%f2 : tensor<?x2xf32>) -> tensor<?x2xf32>
+  %va = linalg.matmul indexing_maps = [#mA, #mBt, #mC] ins(%x, %av : tensor<?x4xf32>, tensor<1x4xf32>) outs(%f1 : tensor<?x1xf32>) -> tensor<?x1xf32>
+  %vb = linalg.matmul indexing_maps = [#mA, #mBt, #mC] ins(%va, %bv : tensor<?x1xf32>, tensor<2x1xf32>) outs(%f2 : tensor<?x2xf32>) -> tensor<?x2xf32>
+  %vs = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%vb : tensor<?x2xf32>) outs(%e2 : tensor<?x2xf32>) {
+  ^bb0(%p: f32, %o: f32):
+    %r = arith.mulf %p, %two : f32
+    linalg.yield %r : f32
+  } -> tensor<?x2xf32>
+  %v = linalg.add ins(%v0, %vs : tensor<?x2xf32>, tensor<?x2xf32>) outs(%e2 : tensor<?x2xf32>) -> tensor<?x2xf32>
+  return %q, %kn, %v : tensor<?x2xf32>, tensor<?x2xf32>, tensor<?x2xf32>
+}

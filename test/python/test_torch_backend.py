@@ -188,11 +188,27 @@ def test_peft_lora_llama():
         linears = count_linear_calls(model, lambda: model(input_ids=ids, use_cache=False))
         calls = gemm_calls(lambda: compiled(input_ids=ids, use_cache=False))
     assert calls < linears
-    # Dynamo passes peft's `scaling` float as a per-call 0-d tensor, so the
-    # LoRA sums are not folded (their scale is not known at load time); the
-    # base projections and both LoRA-A matmuls merge into one GEMM instead.
-    merges = be.report.merges
-    assert any(m.details["count"] == 5 for m in merges)
+    # Dynamo passes peft's `scaling` float as a per-call 0-d tensor; the
+    # backend specializes it (a module constant), so each LoRA sum folds into
+    # its base weight, x·(W + s·AB), and q/k/v merge into one GEMM.
+    report = be.report
+    sums = [f for f in report.folds if "sum of linear branches" in f.message]
+    assert len(sums) == 2 and all(f.file.endswith("peft/tuners/lora/layer.py") for f in sums)
+    assert any(m.details["count"] == 3 for m in report.merges)
+    # Per forward: q/k/v, o, gate/up, down, lm_head (eager: 7 linears + 4 LoRA).
+    assert calls == 5, calls
+    # A new scale (peft's set_scale) is a new value: compiled again, right.
+    for module in model.modules():
+        if hasattr(module, "set_scale"):
+            module.set_scale("default", 0.5)
+    with torch.no_grad(), pytest.warns(UserWarning, match="changed since compilation"):
+        got = compiled(input_ids=ids, use_cache=False).logits
+    with torch.no_grad():
+        want = model(input_ids=ids, use_cache=False).logits
+    assert rel_err(got, want) < 1e-4
+    with torch.no_grad():                   # and that value is now cached
+        compiled(input_ids=ids, use_cache=False)
+    assert len(be.graphs) == 2
 
 
 def test_bf16_llama_within_eager_error():

@@ -21,6 +21,7 @@ compiled (`.graphs`, `.report`) for inspection.
 
 from __future__ import annotations
 
+import copy
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from torch.fx import GraphModule, Node
 
 import linfuse
 
+from .module_constants import SpecializedGraph, module_constant_positions, specialize
 from .partition import (Partition, describe_unsupported, fallback_regions,
                         partition_graph)
 from .runtime import CompiledPartition
@@ -287,21 +289,56 @@ class Backend:
                           "inference graphs (torch.no_grad() or torch.inference_mode()), "
                           f"so it runs on the {opts.fallback} fallback", stacklevel=2)
             return self._fallback_whole(gm, example_inputs, opts)
+        constant_positions = [i for i in module_constant_positions(placeholders, example_inputs)
+                              if i not in weight_positions]
+        # Read here: inside AOT autograd the inputs are fake.
+        constant_values = tuple(float(example_inputs[i]) for i in constant_positions)
         from torch._dynamo.backends.common import aot_autograd
+        from torch._functorch.aot_autograd import make_boxed_func
+
+        def compile_variant(aten_gm: GraphModule, weight_index: list[int],
+                            constant_index: list[int], values: tuple) -> tuple:
+            nodes = [n for n in aten_gm.graph.nodes if n.op == "placeholder"]
+            specialize(aten_gm, {nodes[i]: v for i, v in zip(constant_index, values)})
+            out, info = compile_graph(aten_gm, [nodes[i] for i in weight_index], opts,
+                                      self._cache)
+            self.graphs.append(info)
+            return out, info
 
         def compile_aten(aten_gm: GraphModule, aten_inputs):
-            weights = _aten_weights(aten_gm, example_inputs, weight_positions)
-            out, info = compile_graph(aten_gm, weights, opts, self._cache)
-            self.graphs.append(info)
+            index = {n: i for i, n in enumerate(
+                n for n in aten_gm.graph.nodes if n.op == "placeholder")}
+            weight_index = [index[n] for n in
+                            _aten_weights(aten_gm, example_inputs, weight_positions)]
+            constant_index = [index[n] for n in
+                              _aten_weights(aten_gm, example_inputs, constant_positions)]
+            values = constant_values
+            if len(values) != len(constant_index):
+                constant_index, values = [], ()
+            pristine = copy.deepcopy(aten_gm) if constant_index else None
+            out, info = compile_variant(aten_gm, weight_index, constant_index, values)
             if opts.fallback == "eager":
-                return out
-            # Inductor takes the graph as Dynamo would hand it over (its own
-            # AOT pass decomposes what it needs); the partitions are opaque
-            # `linfuse::partition` operators in it.
-            from torch._functorch.aot_autograd import make_boxed_func
-            from torch._inductor.compile_fx import compile_fx
-            return make_boxed_func(compile_fx(_as_operators(out, info.partitions),
-                                              aten_inputs))
+                compiled = make_boxed_func(out)
+            else:
+                # Inductor takes the graph as Dynamo would hand it over (its
+                # own AOT pass decomposes what it needs); the partitions are
+                # opaque `linfuse::partition` operators in it.
+                from torch._inductor.compile_fx import compile_fx
+                compiled = make_boxed_func(compile_fx(_as_operators(out, info.partitions),
+                                                      aten_inputs))
+            if not constant_index:
+                return compiled
+
+            def recompile(new_values: tuple):
+                # Other values of the module constants: compiled again, with
+                # the regions linfuse does not take run eagerly.
+                warnings.warn("linfuse: a float attribute of the model changed since "
+                              "compilation; compiling its graph again for the new value",
+                              stacklevel=2)
+                return make_boxed_func(compile_variant(copy.deepcopy(pristine), weight_index,
+                                                       constant_index, new_values)[0])
+
+            return SpecializedGraph(constant_index, values, compiled, recompile)
 
         return aot_autograd(fw_compiler=compile_aten)(gm, example_inputs)
 

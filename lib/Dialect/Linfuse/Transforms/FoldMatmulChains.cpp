@@ -414,20 +414,51 @@ template <typename M> struct FoldedLinear {
   std::optional<M> c;
 };
 
+/// Puts `b` where IR computing a new weight of `user` from the load-time
+/// values `weights` can go: right after the last of them defined in
+/// `user`'s block, or at the block's start. Weight work placed just before
+/// its matmul would pin that matmul's new weight there, and a merge of it
+/// with its siblings (Q/K/V after a norm scale is folded into each) must
+/// place the merged GEMM after every weight.
+static void setInsertionPointForWeight(OpBuilder &b, Operation *user,
+                                       ArrayRef<Value> weights) {
+  Block *block = user->getBlock();
+  Operation *anchor = nullptr;
+  for (Value v : weights) {
+    Operation *def = v ? v.getDefiningOp() : nullptr;
+    Operation *inBlock = def ? block->findAncestorOpInBlock(*def) : nullptr;
+    if (inBlock && (!anchor || anchor->isBeforeInBlock(inBlock)))
+      anchor = inBlock;
+  }
+  if (anchor)
+    b.setInsertionPointAfter(anchor);
+  else
+    b.setInsertionPointToStart(block);
+}
+
 /// Builds `x · W (+ c)` with N columns, storing W and c in the element types
-/// of `like`.
+/// of `like`: at `weightsAt` when given (where the IR computing them ends),
+/// else at the builder's insertion point like the matmul.
 template <typename Alg>
 Value buildLinear(Alg &alg, OpBuilder &b, Value x,
                   const FoldedLinear<typename Alg::M> &folded, int64_t n,
-                  const LinearStep &like) {
+                  const LinearStep &like,
+                  std::optional<OpBuilder::InsertPoint> weightsAt = {}) {
   int64_t k = cast<RankedTensorType>(x.getType()).getDimSize(1);
   auto wType = RankedTensorType::get({k, n}, like.mm.weightElementType());
-  Value weight = alg.store(folded.w, wType);
+  auto cType = RankedTensorType::get({n}, like.mm.resultElementType());
+  Value weight, bias;
+  {
+    OpBuilder::InsertionGuard guard(b);
+    if (weightsAt)
+      b.restoreInsertionPoint(*weightsAt);
+    weight = alg.store(folded.w, wType);
+    if (folded.c)
+      bias = alg.store(*folded.c, cType);
+  }
   Value out = buildMatmul(b, alg.loc, x, weight, like.mm.resultElementType());
   if (!folded.c)
     return out;
-  auto cType = RankedTensorType::get({n}, like.mm.resultElementType());
-  Value bias = alg.store(*folded.c, cType);
   SmallVector<Value> dyn;
   if (ShapedType::isDynamic(cast<ShapedType>(x.getType()).getDimSize(0)))
     dyn.push_back(tensor::DimOp::create(b, alg.loc, x, 0));
@@ -766,7 +797,19 @@ struct FoldLinearSum : RewritePattern {
     if (policy == FoldPolicy::Cost && after >= before)
       return rewriter.notifyMatchFailure(op, "folding does not pay");
 
-    rewriter.setInsertionPoint(op);
+    // The folded weight is computed right after the weights it reads, not
+    // at the sum: placed there it would pin the matmul's weight late, and a
+    // merge with the matmul's siblings (q/k/v, only some with LoRA) must put
+    // the merged GEMM after every member's weight.
+    SmallVector<Value> weights;
+    for (const LinearTrace *trace : {&*lhs, &*rhs})
+      for (const auto &item : trace->items)
+        if (const auto *step = std::get_if<LinearStep>(&item)) {
+          weights.push_back(step->mm.rhs);
+          if (step->mm.biasAdd)
+            weights.push_back(step->mm.biasAdd->bias);
+        }
+    setInsertionPointForWeight(rewriter, op, weights);
     return withAlgebra(
         lhs->constant && rhs->constant, rewriter, threshold,
         lhs->anyStep->mm.weightElementType(), op->getLoc(),
@@ -779,8 +822,10 @@ struct FoldLinearSum : RewritePattern {
           sum.w = alg.addScaled(l->w, r->w, 1.0);
           if (r->c)
             sum.c = sum.c ? alg.addScaled(*sum.c, *r->c, 1.0) : *r->c;
-          Value folded =
-              buildLinear(alg, rewriter, lhs->x, sum, lhs->n, *lhs->anyStep);
+          OpBuilder::InsertPoint weightsAt = rewriter.saveInsertionPoint();
+          rewriter.setInsertionPoint(op);
+          Value folded = buildLinear(alg, rewriter, lhs->x, sum, lhs->n,
+                                     *lhs->anyStep, weightsAt);
           emitOptimizationRemark(folded.getDefiningOp(),
                                  "folded a sum of linear branches (LoRA) "
                                  "into one matmul, FLOPs per row " +
@@ -806,28 +851,6 @@ struct FoldLinearSum : RewritePattern {
 //===----------------------------------------------------------------------===//
 // Input scales (norm gamma) and shifts (LayerNorm beta)
 //===----------------------------------------------------------------------===//
-
-/// Puts `b` where IR computing a new weight of `user` from the load-time
-/// values `weights` can go: right after the last of them defined in
-/// `user`'s block, or at the block's start. Weight work placed just before
-/// its matmul would pin that matmul's new weight there, and a merge of it
-/// with its siblings (Q/K/V after a norm scale is folded into each) must
-/// place the merged GEMM after every weight.
-static void setInsertionPointForWeight(OpBuilder &b, Operation *user,
-                                       ArrayRef<Value> weights) {
-  Block *block = user->getBlock();
-  Operation *anchor = nullptr;
-  for (Value v : weights) {
-    Operation *def = v ? v.getDefiningOp() : nullptr;
-    Operation *inBlock = def ? block->findAncestorOpInBlock(*def) : nullptr;
-    if (inBlock && (!anchor || anchor->isBeforeInBlock(inBlock)))
-      anchor = inBlock;
-  }
-  if (anchor)
-    b.setInsertionPointAfter(anchor);
-  else
-    b.setInsertionPointToStart(block);
-}
 
 /// The users of an element-wise result `y` when each can read its input
 /// `x` instead: linear steps reading `y` (or its rows, through a
