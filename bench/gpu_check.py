@@ -345,9 +345,9 @@ class Runtime:
         self.lib.linfuse_clear_error()
 
     def stats(self):
-        s = (ctypes.c_int64 * 2)()
+        s = (ctypes.c_int64 * 3)()   # linfuse_runtime_stats
         self.lib.linfuse_get_stats(ctypes.byref(s))
-        return {"gemm_calls": s[0], "kernel_launches": s[1]}
+        return {"gemm_calls": s[0], "kernel_launches": s[1], "fallback_gemm_calls": s[2]}
 
     def reset_stats(self):
         self.lib.linfuse_reset_stats()
@@ -1178,9 +1178,11 @@ def c_layouts(headers, runtime_h, cc):
                             for i in range(len(headers))) +
                     "int main(void) {\n"
                     '  printf("rt linfuse_runtime_stats %zu gemm_calls=%zu '
-                    'kernel_launches=%zu\\n", sizeof(linfuse_runtime_stats), '
+                    'kernel_launches=%zu fallback_gemm_calls=%zu\\n", '
+                    "sizeof(linfuse_runtime_stats), "
                     "offsetof(linfuse_runtime_stats, gemm_calls), "
-                    "offsetof(linfuse_runtime_stats, kernel_launches));\n" +
+                    "offsetof(linfuse_runtime_stats, kernel_launches), "
+                    "offsetof(linfuse_runtime_stats, fallback_gemm_calls));\n" +
                     "".join(f"  dump{i}();\n" for i in range(len(headers))) +
                     "  return 0;\n}\n")
         exe = os.path.join(tmp, "layouts")
@@ -1301,7 +1303,7 @@ def dry_run(bundle, args):
         shutil.which("clang")
     runtime_h = os.path.join(bundle.path, "include", "linfuse", "Runtime",
                              "Runtime.h")
-    stats_t = ctypes.c_int64 * 2
+    stats_t = ctypes.c_int64 * 3
     layouts = None
     if cc and os.path.exists(runtime_h):
         try:
@@ -1310,8 +1312,8 @@ def dry_run(bundle, args):
             problem(str(e))
     if layouts is not None:
         size, offs = layouts["rt"]["linfuse_runtime_stats"]
-        if size != ctypes.sizeof(stats_t) or offs != {"gemm_calls": 0,
-                                                      "kernel_launches": 8}:
+        if size != ctypes.sizeof(stats_t) or offs != {
+                "gemm_calls": 0, "kernel_launches": 8, "fallback_gemm_calls": 16}:
             problem(f"linfuse_runtime_stats layout {size} {offs}")
         checked["layouts"] += 1
         for i, (path, h) in enumerate(headers):

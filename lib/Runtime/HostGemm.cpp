@@ -529,14 +529,18 @@ int32_t linfuse_cpu_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
   // The common case, C = epilogue(op(A) op(B) + bias), on oneDNN: every
   // type natively, in place, the bias and the activation fused.
   if (p.k > 0 && alpha == 1.0f && beta == 0.0f) {
-    if (oneDnnGemm(ab_type, c_type, p.a, transA, p.b, transB,
-                   hasBias ? &p.bias : nullptr, p.c, epilogue,
-                   flags & LINFUSE_GEMM_CONSTANT_B)) {
+    const GemmMatrix *biasMatrix = hasBias ? &p.bias : nullptr;
+    if (ab_type == LINFUSE_F16
+            ? oneDnn3Gemm(ab_type, c_type, p.a, transA, p.b, transB, biasMatrix,
+                          p.c, epilogue)
+            : oneDnnGemm(ab_type, c_type, p.a, transA, p.b, transB, biasMatrix,
+                         p.c, epilogue, flags & LINFUSE_GEMM_CONSTANT_B)) {
       countKernelLaunches(1);
       return LINFUSE_OK;
     }
   }
 
+  countFallbackGemmCall();
   // Strides are the same for every batch element, so batch element 0
   // decides which temporaries are needed; they are reused across the batch.
   BlasMatrix probe;

@@ -3,9 +3,9 @@
 // oneDNN picks its kernels from the CPU's features at run time (AVX2,
 // AVX-512, AVX512-BF16, AMX), so one build runs at library speed on the AMD
 // EPYC and Intel Xeon machines alike; docs/Design.md has the measurements
-// that chose it over OpenBLAS. bf16 and f16 are multiplied natively with f32
-// accumulation, and the bias and the activation run inside the matmul as
-// its bias argument and an eltwise post-op.
+// that chose it over OpenBLAS. bf16 is multiplied natively with f32
+// accumulation (f16 on oneDNN 3: OneDnn3Gemm.cpp), and the bias and the
+// activation run inside the matmul as its bias argument and an eltwise post-op.
 //
 // Through oneDNN's C API (the runtime does not use C++ exceptions). One
 // primitive per problem (types, sizes, strides, transposes, epilogue): a
@@ -15,8 +15,9 @@
 // global; streams are per thread.
 //
 // Threads: Debian's oneDNN runs on OpenMP (libgomp), whose thread count is
-// per calling thread. Each call sets it (when it changed) before the
-// primitive is created and run, and the count is part of the cache key (a
+// per calling thread. Each call sets it (when it differs) before the
+// primitive is created and run, and restores the caller's after (the
+// OpenMP runtime may be PyTorch's), and the count is part of the cache key (a
 // primitive partitions its work for the count it was created with): the
 // count linfuse_set_num_threads chose, or 1 for GEMMs too small to repay
 // waking the pool (linfuse.torch follows torch.get_num_threads()).
@@ -24,6 +25,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "OneDnnGemm.h"
+#include "OneDnnCommon.h"
 #include "RuntimeInternal.h"
 
 #include <oneapi/dnnl/dnnl.h>
@@ -78,9 +80,7 @@ struct Dnnl {
   LINFUSE_DNNL_FUNCTIONS(LINFUSE_DNNL_SLOT)
 #undef LINFUSE_DNNL_SLOT
   dnnl_engine_t engine = nullptr;
-  // OpenMP of the oneDNN build, if it has one (null for other runtimes).
-  void (*ompSetNumThreads)(int) = nullptr;
-  int (*ompGetMaxThreads)() = nullptr;
+  OpenMp omp;
 };
 
 /// The library and the CPU engine, loaded once; null if either is missing
@@ -101,24 +101,13 @@ const Dnnl *dnnl() {
 #undef LINFUSE_DNNL_LOAD
     if (d->dnnl_engine_create(&d->engine, dnnl_cpu, 0) != dnnl_success)
       return nullptr;
-    // Found through the library's own dependencies (its libgomp).
-    d->ompSetNumThreads =
-        reinterpret_cast<void (*)(int)>(dlsym(lib, "omp_set_num_threads"));
-    d->ompGetMaxThreads =
-        reinterpret_cast<int (*)()>(dlsym(lib, "omp_get_max_threads"));
+    d->omp = OpenMp::of(lib);
     return d.release(); // lives as long as the process
   }();
   return instance;
 }
 
 dnnl_engine_t engine() { return dnnl() ? dnnl()->engine : nullptr; }
-
-/// GEMMs under this many flops run on the calling thread alone: waking
-/// the pool costs more than it saves. Measured between PyTorch ops: a
-/// Linear(8, 8) (128 flops) took 18 us on 2 threads and 5 us on one; a
-/// 12-layer LLaMA MLP at M = 1 (0.7 MFLOP GEMMs) took 976 us with those
-/// GEMMs on one thread and 652 us on 2.
-constexpr double kSerialFlops = 1 << 16;
 
 /// Whether constant weights are reordered into oneDNN's layout: yes unless
 /// $LINFUSE_REORDER_WEIGHTS is 0 (it keeps one copy of each weight, the
@@ -144,45 +133,58 @@ int defaultThreads() {
       if (end != env && *end == 0 && v > 0 && v <= 4096)
         return int(v);
     }
-    if (dnnl() && dnnl()->ompGetMaxThreads)
-      return std::max(1, dnnl()->ompGetMaxThreads());
+    if (dnnl() && dnnl()->omp.getMaxThreads)
+      return std::max(1, dnnl()->omp.getMaxThreads());
     return 1;
   }();
   return n;
 }
 
-int configuredThreads() {
+} // namespace
+
+int linfuse::runtime::configuredThreads() {
   int n = requestedThreads.load(std::memory_order_relaxed);
   return n > 0 ? n : defaultThreads();
 }
 
-/// Makes OpenMP regions started by this thread use `n` threads while it
-/// lives, then restores the caller's setting. The OpenMP runtime may be the
-/// caller's too: PyTorch's wheel loads a libgomp.so.1 that oneDNN then
-/// shares, and a thread count left behind changed torch.get_num_threads()
-/// (and made Dynamo recompile every graph on its "num_threads" guard).
-class ThreadScope {
-public:
-  explicit ThreadScope(int n) {
-    const Dnnl *d = dnnl();
-    if (!d || !d->ompSetNumThreads || !d->ompGetMaxThreads)
-      return;
-    saved = d->ompGetMaxThreads();
-    if (saved != n)
-      d->ompSetNumThreads(n);
-    else
-      saved = 0;
+bool linfuse::runtime::describeOperands(const GemmMatrix &a, bool transA,
+                                        const GemmMatrix &b, bool transB,
+                                        const GemmMatrix *bias,
+                                        const GemmMatrix &c, Operands &ops) {
+  ops.a = Layout::of(a, transA);
+  ops.b = Layout::of(b, transB, /*vectorKernel=*/ops.a.dims[1] == 1);
+  ops.c = Layout::of(c, false);
+  if (bias) {
+    // The N bias values, broadcast over batch and rows. oneDNN 2.6 accepts
+    // a strided bias descriptor but reads it densely (measured: wrong
+    // sums), so only a dense bias is passed.
+    if (bias->colStride != 1 && bias->cols > 1)
+      return false;
+    ops.bias.dims = {1, 1, bias->cols};
+    ops.bias.strides = {bias->cols, bias->cols, 1};
   }
-  ~ThreadScope() {
-    if (saved > 0)
-      dnnl()->ompSetNumThreads(saved);
+  if (!ops.a.valid() || !ops.b.valid() || !ops.c.valid() ||
+      (bias && !ops.bias.valid()) || ops.c.dims[0] != c.batch)
+    return false;
+  // Problems no memory holds (2^40 elements and up) are left to the other
+  // path, which says "out of memory" for its temporaries instead of having
+  // oneDNN address them.
+  constexpr int64_t kMaxElements = int64_t(1) << 40;
+  for (const Layout *l : {&ops.a, &ops.b, &ops.c}) {
+    int64_t elements = 1;
+    for (int64_t d : l->dims)
+      if (__builtin_mul_overflow(elements, d, &elements) ||
+          elements >= kMaxElements)
+        return false;
   }
-  ThreadScope(const ThreadScope &) = delete;
-  ThreadScope &operator=(const ThreadScope &) = delete;
+  double flops = 2.0 * double(ops.a.dims[2]);
+  for (int64_t d : ops.c.dims)
+    flops *= double(d);
+  ops.threads = flops < kSerialFlops ? 1 : configuredThreads();
+  return true;
+}
 
-private:
-  int saved = 0; // The caller's count, when it was changed.
-};
+namespace {
 
 /// This thread's stream (streams are not thread-safe).
 dnnl_stream_t stream() {
@@ -210,71 +212,17 @@ dnnl_data_type_t dnnlType(int32_t dtype) {
   }
 }
 
-/// One operand as the matmul sees it: dims and strides of a 3-d
-/// (batch, rows, cols) tensor. A size-1 dimension's stride is never used
-/// to address anything, so it is normalized (callers pass any value there,
-/// and a primitive should not be compiled again for it).
-struct Layout {
-  std::array<int64_t, 3> dims, strides;
-
-  /// `vectorKernel`: describe a single matrix the way that leads oneDNN
-  /// 2.6 to its gemm:jit kernels (a batch stride of rows * row stride)
-  /// rather than brgemm, which is faster for one row of output (M = 1,
-  /// decode): Q/K/V at hidden 4096, 5.9 ms vs 8.9 ms (measured).
-  static Layout of(const GemmMatrix &m, bool trans, bool vectorKernel = false) {
-    Layout l;
-    int64_t rows = trans ? m.cols : m.rows, cols = trans ? m.rows : m.cols;
-    int64_t rs = trans ? m.colStride : m.rowStride;
-    int64_t cs = trans ? m.rowStride : m.colStride;
-    int64_t batch = m.batchStride == 0 ? 1 : m.batch;
-    l.dims = {batch, rows, cols};
-    l.strides = {m.batchStride, rs, cs};
-    // Size-1 dimensions: strides that keep the descriptor dense-looking.
-    if (cols == 1)
-      l.strides[2] = 1;
-    if (rows == 1)
-      l.strides[1] = cols * l.strides[2];
-    // One matrix: a batch stride past its whole extent, so that oneDNN
-    // sees the plain layout it is (a transposed matrix is `acb`, not `cab`,
-    // which would keep it off its brgemm kernels: 2.2x slower, measured).
-    if (batch == 1)
-      l.strides[0] = vectorKernel
-                         ? rows * l.strides[1]
-                         : std::max(rows * l.strides[1], cols * l.strides[2]);
-    return l;
-  }
-
-  bool valid() const {
-    for (int d = 0; d < 3; ++d)
-      if (strides[d] <= 0)
-        return false;
-    return true;
-  }
-};
-
 struct Key {
-  int32_t abType, cType, epilogue, threads;
+  int32_t abType, cType, epilogue;
   bool hasBias;
   /// B is a weight (the same values on every call until
   /// linfuse_cpu_release_packed_weights) in a single (batch 1) product:
   /// described in 2-d, with B's layout left to oneDNN.
   bool packB;
-  Layout a, b, c, bias;
+  Operands ops;
 
   bool operator==(const Key &o) const {
     return std::memcmp(this, &o, sizeof(Key)) == 0;
-  }
-};
-
-/// FNV-1a over a key's bytes (keys are zero-initialized, padding included,
-/// before they are filled, and compared with memcmp).
-template <typename T> struct BytesHash {
-  size_t operator()(const T &k) const {
-    const auto *p = reinterpret_cast<const unsigned char *>(&k);
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < sizeof(T); ++i)
-      h = (h ^ p[i]) * 1099511628211ull;
-    return size_t(h);
   }
 };
 
@@ -356,7 +304,7 @@ dnnl_primitive_desc_t describeMatmul(const Key &key, Entry &e,
 /// the reorder into it. False (nothing created) if either is missing.
 bool createPacked(const Key &key, Entry &e) {
   dnnl_memory_desc_t any;
-  dnnl_dims_t dims = {key.b.dims[1], key.b.dims[2]};
+  dnnl_dims_t dims = {key.ops.b.dims[1], key.ops.b.dims[2]};
   if (dnnl()->dnnl_memory_desc_init_by_tag(&any, 2, dims, dnnlType(key.abType),
                                            dnnl_format_tag_any) != dnnl_success)
     return false;
@@ -396,12 +344,12 @@ bool createPacked(const Key &key, Entry &e) {
 Entry create(const Key &key) {
   Entry e;
   bool matrix = key.packB;
-  if (!engine() || !describe(key.a, key.abType, e.a, matrix) ||
-      !describe(key.b, key.abType, e.b, matrix) ||
-      !describe(key.c, key.cType, e.c, matrix))
+  if (!engine() || !describe(key.ops.a, key.abType, e.a, matrix) ||
+      !describe(key.ops.b, key.abType, e.b, matrix) ||
+      !describe(key.ops.c, key.cType, e.c, matrix))
     return e;
   std::memset(&e.bias, 0, sizeof(e.bias));
-  if (key.hasBias && !describe(key.bias, key.cType, e.bias, matrix))
+  if (key.hasBias && !describe(key.ops.bias, key.cType, e.bias, matrix))
     return e;
   e.packedB = e.b;
   if (key.packB && createPacked(key, e))
@@ -443,7 +391,7 @@ dnnl_memory_t packedWeight(const Key &key, const Entry &entry, void *data,
   WeightKey weight;
   std::memset(&weight, 0, sizeof(weight));
   weight.data = data;
-  weight.layout = key.b;
+  weight.layout = key.ops.b;
   weight.abType = key.abType;
   std::lock_guard<std::mutex> lock(packedMutex);
   std::vector<PackedWeight> &copies = packedWeights[weight];
@@ -493,40 +441,13 @@ bool linfuse::runtime::oneDnnGemm(int32_t abType, int32_t cType,
   key.cType = cType;
   key.epilogue = epilogue;
   key.hasBias = bias != nullptr;
-  key.a = Layout::of(a, transA);
-  key.b = Layout::of(b, transB, /*vectorKernel=*/key.a.dims[1] == 1);
-  key.c = Layout::of(c, false);
-  // One row of output (decode) runs fastest on gemm:jit with B as it is.
-  key.packB = constantB && key.a.dims[1] > 1 && key.a.dims[0] == 1 &&
-              key.b.dims[0] == 1 && key.c.dims[0] == 1 && reorderWeights();
-  if (bias) {
-    // The N bias values, broadcast over batch and rows. oneDNN 2.6 accepts
-    // a strided bias descriptor but reads it densely (measured: wrong
-    // sums), so only a dense bias is passed.
-    if (bias->colStride != 1 && bias->cols > 1)
-      return false;
-    key.bias.dims = {1, 1, bias->cols};
-    key.bias.strides = {bias->cols, bias->cols, 1};
-  }
-  if (!key.a.valid() || !key.b.valid() || !key.c.valid() ||
-      (bias && !key.bias.valid()) || key.c.dims[0] != c.batch)
+  if (!describeOperands(a, transA, b, transB, bias, c, key.ops))
     return false;
-  // Problems no memory holds (2^40 elements and up) are left to the other
-  // path, which says "out of memory" for its temporaries instead of having
-  // oneDNN address them.
-  constexpr int64_t kMaxElements = int64_t(1) << 40;
-  for (const Layout *l : {&key.a, &key.b, &key.c}) {
-    int64_t elements = 1;
-    for (int64_t d : l->dims)
-      if (__builtin_mul_overflow(elements, d, &elements) ||
-          elements >= kMaxElements)
-        return false;
-  }
-  double flops = 2.0 * double(key.a.dims[2]);
-  for (int64_t d : key.c.dims)
-    flops *= double(d);
-  key.threads = flops < kSerialFlops ? 1 : configuredThreads();
-  ThreadScope threads(key.threads);
+  // One row of output (decode) runs fastest on gemm:jit with B as it is.
+  key.packB = constantB && key.ops.a.dims[1] > 1 && key.ops.a.dims[0] == 1 &&
+              key.ops.b.dims[0] == 1 && key.ops.c.dims[0] == 1 &&
+              reorderWeights();
+  ThreadScope threads(key.ops.threads, dnnl()->omp);
   const Entry &entry = lookup(key);
   dnnl_stream_t s = stream();
   if (!entry.primitive || !s)

@@ -34,6 +34,13 @@ bool oneDnnGemm(int32_t abType, int32_t cType, const GemmMatrix &a, bool transA,
                 const GemmMatrix &b, bool transB, const GemmMatrix *bias,
                 const GemmMatrix &c, int32_t epilogue, bool constantB);
 
+/// The same for f16 A and B (oneDNN 2 has no f16 matmul on the CPU), on
+/// oneDNN 3 when it can be loaded (OneDnn3Gemm.cpp); false when it cannot,
+/// or has no kernel for the problem.
+bool oneDnn3Gemm(int32_t abType, int32_t cType, const GemmMatrix &a,
+                 bool transA, const GemmMatrix &b, bool transB,
+                 const GemmMatrix *bias, const GemmMatrix &c, int32_t epilogue);
+
 } // namespace linfuse::runtime
 
 #endif // LINFUSE_LIB_RUNTIME_ONEDNNGEMM_H

@@ -41,6 +41,7 @@ void setBlasThreads(int n);
 
 void countGemmCall();
 void countKernelLaunches(int64_t launches);
+void countFallbackGemmCall();
 
 } // namespace linfuse::runtime
 

@@ -12,6 +12,7 @@
 namespace {
 std::atomic<int64_t> gemmCalls{0};
 std::atomic<int64_t> kernelLaunches{0};
+std::atomic<int64_t> fallbackGemmCalls{0};
 } // namespace
 
 void linfuse::runtime::countGemmCall() {
@@ -22,14 +23,20 @@ void linfuse::runtime::countKernelLaunches(int64_t launches) {
   kernelLaunches.fetch_add(launches, std::memory_order_relaxed);
 }
 
+void linfuse::runtime::countFallbackGemmCall() {
+  fallbackGemmCalls.fetch_add(1, std::memory_order_relaxed);
+}
+
 void linfuse_get_stats(linfuse_runtime_stats *out) {
   if (!out)
     return;
   out->gemm_calls = gemmCalls.load(std::memory_order_relaxed);
   out->kernel_launches = kernelLaunches.load(std::memory_order_relaxed);
+  out->fallback_gemm_calls = fallbackGemmCalls.load(std::memory_order_relaxed);
 }
 
 void linfuse_reset_stats(void) {
   gemmCalls.store(0, std::memory_order_relaxed);
   kernelLaunches.store(0, std::memory_order_relaxed);
+  fallbackGemmCalls.store(0, std::memory_order_relaxed);
 }

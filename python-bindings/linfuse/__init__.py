@@ -22,9 +22,22 @@ From PyTorch, see `linfuse.torch.compile`. Every failure raises
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any, Sequence
 
-from . import _linfuse
+
+def _find_onednn3() -> None:
+    """f16 GEMMs run on oneDNN 3 (PyPI's onednn-cpu-gomp puts libdnnl.so.3
+    in the environment's lib/); the runtime looks where this says."""
+    lib = os.path.join(sys.prefix, "lib", "libdnnl.so.3")
+    if "LINFUSE_DNNL3_LIBRARY" not in os.environ and os.path.exists(lib):
+        os.environ["LINFUSE_DNNL3_LIBRARY"] = lib
+
+
+_find_onednn3()
+
+from . import _linfuse  # noqa: E402
 from ._report import Remark, Report
 
 __all__ = ["Error", "Remark", "Report", "Module", "Function", "optimize", "lower",

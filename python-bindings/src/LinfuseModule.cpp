@@ -218,6 +218,7 @@ PYBIND11_MODULE(_linfuse, m) {
         py::dict out;
         out["gemm_calls"] = stats.gemm_calls;
         out["kernel_launches"] = stats.kernel_launches;
+        out["fallback_gemm_calls"] = stats.fallback_gemm_calls;
         return out;
       },
       py::arg("reset") = false);

@@ -52,7 +52,8 @@ static cl::list<std::string>
             cl::cat(category));
 static cl::opt<bool>
     runtimeStats("runtime-stats",
-                 cl::desc("Print gemm_calls and kernel_launches of one call"),
+                 cl::desc("Print gemm_calls, kernel_launches and "
+                          "fallback_gemm_calls of one call"),
                  cl::cat(category));
 static cl::opt<unsigned> benchmark(
     "benchmark",
@@ -176,7 +177,9 @@ int main(int argc, char **argv) {
   }
   if (runtimeStats)
     llvm::outs() << "gemm_calls: " << stats.gemm_calls
-                 << "\nkernel_launches: " << stats.kernel_launches << "\n";
+                 << "\nkernel_launches: " << stats.kernel_launches
+                 << "\nfallback_gemm_calls: " << stats.fallback_gemm_calls
+                 << "\n";
 
   for (auto [i, result] : llvm::enumerate(results)) {
     if (!outputs.empty()) {

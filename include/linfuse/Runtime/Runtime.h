@@ -147,10 +147,14 @@ LINFUSE_RUNTIME_EXPORT int32_t linfuse_get_num_threads(void);
 
 /* Counters for `linfuse-run --runtime-stats`. gemm_calls counts
  * linfuse_*_gemm calls; kernel_launches counts BLAS calls on the host (one
- * per batch element) and kernel launches on the device. */
+ * per batch element) and kernel launches on the device;
+ * fallback_gemm_calls counts host GEMMs no oneDNN kernel took, computed
+ * with OpenBLAS in f32 (f16/bf16 widened): alpha != 1, beta != 0, K = 0, a
+ * strided bias, f16 where oneDNN 3 is not installed. */
 typedef struct linfuse_runtime_stats {
   int64_t gemm_calls;
   int64_t kernel_launches;
+  int64_t fallback_gemm_calls;
 } linfuse_runtime_stats;
 
 LINFUSE_RUNTIME_EXPORT void linfuse_get_stats(linfuse_runtime_stats *out);

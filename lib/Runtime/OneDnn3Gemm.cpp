@@ -1,0 +1,293 @@
+//===- OneDnn3Gemm.cpp - f16 GEMMs on oneDNN 3's matmul -------------------===//
+//
+// Debian's oneDNN 2.6 has no f16 matmul on the CPU, so f16 used to be
+// widened to f32 for OpenBLAS on every call (555 us for 64x256x512, against
+// 27 us for bf16). oneDNN 3 has one (brg:avx512_core_fp16 on AVX512-FP16
+// CPUs, about f32's speed): PyPI's onednn-cpu-gomp 2023.2 (oneDNN 3.2,
+// OpenMP on libgomp), which `scripts/setup.sh --python` installs into the
+// project venv.
+//
+// oneDNN 2 stays the library for f32 and bf16: at M = 1 its gemm:jit
+// kernels beat 3.2's brgemm (Q/K/V at hidden 4096: 6.4 vs 8.9 ms, measured)
+// and elsewhere the two are level (docs/Design.md).
+//
+// The few functions used are declared here against oneDNN 3's C ABI
+// (stable across 3.x: handles, int enums, int64 dims) instead of compiled
+// against its headers, which would clash with version 2's of the same
+// names; so the build needs nothing, and any 3.x library serves. It is
+// loaded on first use from $LINFUSE_DNNL3_LIBRARY, else `libdnnl.so.3` on
+// the library path, else the venv's copy this build was configured with.
+// Without it f16 keeps the widening path.
+//
+//===----------------------------------------------------------------------===//
+
+#include "OneDnnCommon.h"
+#include "OneDnnGemm.h"
+
+#include "linfuse/Runtime/Runtime.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+using namespace linfuse::runtime;
+
+namespace {
+
+/// oneDNN 3's C ABI, as far as it is used (values from its 3.2 headers).
+namespace v3 {
+struct Object;
+using Handle = Object *; // engine, stream, descriptors, memory, primitives
+using Status = int;      // dnnl_status_t
+constexpr Status kSuccess = 0;
+constexpr int kCpuEngine = 1;    // dnnl_cpu
+constexpr unsigned kInOrder = 1; // dnnl_stream_in_order
+constexpr int kF16 = 1, kBf16 = 2, kF32 = 3;
+constexpr int kArgSrc = 1, kArgWeights = 33, kArgBias = 41, kArgDst = 17;
+constexpr int kRelu = 0x20, kGeluTanh = 0x2b, kSwish = 0x2c, kGeluErf = 0x31;
+struct ExecArg {
+  int arg;
+  Handle memory;
+};
+
+struct Api {
+  Status (*engine_create)(Handle *, int kind, size_t index);
+  Status (*stream_create)(Handle *, Handle engine, unsigned flags);
+  Status (*stream_wait)(Handle);
+  Status (*stream_destroy)(Handle);
+  Status (*memory_desc_create_with_strides)(Handle *, int ndims,
+                                            const int64_t *dims, int type,
+                                            const int64_t *strides);
+  Status (*memory_create)(Handle *, Handle desc, Handle engine, void *data);
+  Status (*memory_destroy)(Handle);
+  Status (*matmul_primitive_desc_create)(Handle *, Handle engine, Handle src,
+                                         Handle weights, Handle bias,
+                                         Handle dst, Handle attr);
+  Status (*primitive_attr_create)(Handle *);
+  Status (*primitive_attr_destroy)(Handle);
+  Status (*primitive_attr_set_post_ops)(Handle attr, Handle ops);
+  Status (*post_ops_create)(Handle *);
+  Status (*post_ops_destroy)(Handle);
+  Status (*post_ops_append_eltwise)(Handle ops, int alg, float alpha,
+                                    float beta);
+  Status (*primitive_create)(Handle *, Handle desc);
+  Status (*primitive_desc_destroy)(Handle);
+  Status (*primitive_execute)(Handle, Handle stream, int nargs,
+                              const ExecArg *args);
+  OpenMp omp;
+  Handle engine = nullptr;
+};
+} // namespace v3
+
+#ifndef LINFUSE_DNNL3_DEFAULT_PATH
+#define LINFUSE_DNNL3_DEFAULT_PATH ""
+#endif
+
+void *openLibrary() {
+  const char *env = std::getenv("LINFUSE_DNNL3_LIBRARY");
+  if (env && *env)
+    return dlopen(env, RTLD_NOW | RTLD_LOCAL);
+  for (const char *name : {"libdnnl.so.3", LINFUSE_DNNL3_DEFAULT_PATH})
+    if (*name)
+      if (void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))
+        return lib;
+  return nullptr;
+}
+
+/// The library and its CPU engine, loaded once; null if either is missing.
+const v3::Api *api() {
+  static const v3::Api *instance = []() -> const v3::Api * {
+    void *lib = openLibrary();
+    if (!lib)
+      return nullptr;
+    auto a = std::make_unique<v3::Api>();
+    bool ok = true;
+    auto load = [&](auto &slot, const char *name) {
+      slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(
+          dlsym(lib, name));
+      ok &= slot != nullptr;
+    };
+    load(a->engine_create, "dnnl_engine_create");
+    load(a->stream_create, "dnnl_stream_create");
+    load(a->stream_wait, "dnnl_stream_wait");
+    load(a->stream_destroy, "dnnl_stream_destroy");
+    load(a->memory_desc_create_with_strides,
+         "dnnl_memory_desc_create_with_strides");
+    load(a->memory_create, "dnnl_memory_create");
+    load(a->memory_destroy, "dnnl_memory_destroy");
+    load(a->matmul_primitive_desc_create, "dnnl_matmul_primitive_desc_create");
+    load(a->primitive_attr_create, "dnnl_primitive_attr_create");
+    load(a->primitive_attr_destroy, "dnnl_primitive_attr_destroy");
+    load(a->primitive_attr_set_post_ops, "dnnl_primitive_attr_set_post_ops");
+    load(a->post_ops_create, "dnnl_post_ops_create");
+    load(a->post_ops_destroy, "dnnl_post_ops_destroy");
+    load(a->post_ops_append_eltwise, "dnnl_post_ops_append_eltwise");
+    load(a->primitive_create, "dnnl_primitive_create");
+    load(a->primitive_desc_destroy, "dnnl_primitive_desc_destroy");
+    load(a->primitive_execute, "dnnl_primitive_execute");
+    if (!ok || a->engine_create(&a->engine, v3::kCpuEngine, 0) != v3::kSuccess)
+      return nullptr;
+    a->omp = OpenMp::of(lib);
+    return a.release(); // lives as long as the process
+  }();
+  return instance;
+}
+
+int typeOf(int32_t dtype) {
+  switch (dtype) {
+  case LINFUSE_F16:
+    return v3::kF16;
+  case LINFUSE_BF16:
+    return v3::kBf16;
+  default:
+    return v3::kF32;
+  }
+}
+
+int eltwise(int32_t epilogue) {
+  switch (epilogue) {
+  case LINFUSE_EPILOGUE_RELU:
+    return v3::kRelu;
+  case LINFUSE_EPILOGUE_GELU_ERF:
+    return v3::kGeluErf;
+  case LINFUSE_EPILOGUE_GELU_TANH:
+    return v3::kGeluTanh;
+  case LINFUSE_EPILOGUE_SILU:
+    return v3::kSwish; // x * sigmoid(alpha * x), alpha = 1
+  default:
+    return 0;
+  }
+}
+
+struct Key {
+  int32_t abType, cType, epilogue;
+  bool hasBias;
+  Operands ops;
+
+  bool operator==(const Key &o) const {
+    return std::memcmp(this, &o, sizeof(Key)) == 0;
+  }
+};
+
+/// A primitive and the descriptors its arguments are created with; never
+/// destroyed (the cache keeps them for the process, like oneDNN 2's).
+struct Entry {
+  v3::Handle primitive = nullptr; // null: no kernel for the problem
+  v3::Handle a = nullptr, b = nullptr, c = nullptr, bias = nullptr;
+};
+
+std::mutex cacheMutex;
+std::unordered_map<Key, Entry, BytesHash<Key>> cache; // guarded by cacheMutex
+
+v3::Handle describe(const Layout &l, int32_t dtype) {
+  v3::Handle md = nullptr;
+  if (api()->memory_desc_create_with_strides(&md, 3, l.dims.data(),
+                                             typeOf(dtype),
+                                             l.strides.data()) != v3::kSuccess)
+    return nullptr;
+  return md;
+}
+
+Entry create(const Key &key) {
+  const v3::Api *d = api();
+  Entry e;
+  e.a = describe(key.ops.a, key.abType);
+  e.b = describe(key.ops.b, key.abType);
+  e.c = describe(key.ops.c, key.cType);
+  if (key.hasBias)
+    e.bias = describe(key.ops.bias, key.cType);
+  if (!e.a || !e.b || !e.c || (key.hasBias && !e.bias))
+    return e;
+  v3::Handle attr = nullptr, ops = nullptr, pd = nullptr;
+  bool ok = d->primitive_attr_create(&attr) == v3::kSuccess;
+  if (ok && key.epilogue != LINFUSE_EPILOGUE_NONE)
+    ok = d->post_ops_create(&ops) == v3::kSuccess &&
+         d->post_ops_append_eltwise(
+             ops, eltwise(key.epilogue),
+             key.epilogue == LINFUSE_EPILOGUE_SILU ? 1.0f : 0.0f,
+             0.0f) == v3::kSuccess &&
+         d->primitive_attr_set_post_ops(attr, ops) == v3::kSuccess;
+  if (ok && d->matmul_primitive_desc_create(&pd, d->engine, e.a, e.b, e.bias,
+                                            e.c, attr) == v3::kSuccess) {
+    if (d->primitive_create(&e.primitive, pd) != v3::kSuccess)
+      e.primitive = nullptr;
+    d->primitive_desc_destroy(pd);
+  }
+  if (ops)
+    d->post_ops_destroy(ops);
+  if (attr)
+    d->primitive_attr_destroy(attr);
+  return e;
+}
+
+const Entry &lookup(const Key &key) {
+  std::lock_guard<std::mutex> lock(cacheMutex);
+  auto it = cache.find(key);
+  if (it == cache.end())
+    it = cache.emplace(key, create(key)).first;
+  return it->second;
+}
+
+/// This thread's stream (streams are not thread-safe).
+v3::Handle stream() {
+  struct Owned {
+    v3::Handle s = nullptr;
+    ~Owned() {
+      if (s)
+        api()->stream_destroy(s);
+    }
+  };
+  thread_local Owned owned;
+  if (!owned.s && api()->stream_create(&owned.s, api()->engine, v3::kInOrder) !=
+                      v3::kSuccess)
+    owned.s = nullptr;
+  return owned.s;
+}
+
+} // namespace
+
+bool linfuse::runtime::oneDnn3Gemm(int32_t abType, int32_t cType,
+                                   const GemmMatrix &a, bool transA,
+                                   const GemmMatrix &b, bool transB,
+                                   const GemmMatrix *bias, const GemmMatrix &c,
+                                   int32_t epilogue) {
+  const v3::Api *d = api();
+  if (!d)
+    return false;
+  Key key;
+  std::memset(&key, 0, sizeof(key));
+  key.abType = abType;
+  key.cType = cType;
+  key.epilogue = epilogue;
+  key.hasBias = bias != nullptr;
+  if (!describeOperands(a, transA, b, transB, bias, c, key.ops))
+    return false;
+  ThreadScope threads(key.ops.threads, d->omp);
+  const Entry &entry = lookup(key);
+  v3::Handle s = stream();
+  if (!entry.primitive || !s)
+    return false;
+  v3::Handle mem[4] = {};
+  v3::Handle mds[4] = {entry.a, entry.b, entry.c, entry.bias};
+  void *data[4] = {a.data, b.data, c.data, bias ? bias->data : nullptr};
+  int n = bias ? 4 : 3;
+  bool ok = true;
+  for (int i = 0; i < n && ok; ++i)
+    ok = d->memory_create(&mem[i], mds[i], d->engine, data[i]) == v3::kSuccess;
+  if (ok) {
+    v3::ExecArg args[4] = {{v3::kArgSrc, mem[0]},
+                           {v3::kArgWeights, mem[1]},
+                           {v3::kArgDst, mem[2]},
+                           {v3::kArgBias, mem[3]}};
+    ok = d->primitive_execute(entry.primitive, s, n, args) == v3::kSuccess &&
+         d->stream_wait(s) == v3::kSuccess;
+  }
+  for (v3::Handle m : mem)
+    if (m)
+      d->memory_destroy(m);
+  return ok;
+}

@@ -1,0 +1,150 @@
+//===- OneDnnCommon.h - what both oneDNN GEMM paths share -*- C++ -*-===//
+//
+// Not installed. OneDnnGemm.cpp (oneDNN 2, Debian's) and OneDnn3Gemm.cpp
+// (oneDNN 3, for f16) describe operands, key their primitive caches and
+// set OpenMP's thread count the same way; nothing here names oneDNN's
+// types, whose definitions differ between the two major versions.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LINFUSE_LIB_RUNTIME_ONEDNNCOMMON_H
+#define LINFUSE_LIB_RUNTIME_ONEDNNCOMMON_H
+
+#include "OneDnnGemm.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace linfuse::runtime {
+
+/// GEMMs under this many flops run on the calling thread alone: waking
+/// the pool costs more than it saves. Measured between PyTorch ops: a
+/// Linear(8, 8) (128 flops) took 18 us on 2 threads and 5 us on one; a
+/// 12-layer LLaMA MLP at M = 1 (0.7 MFLOP GEMMs) took 976 us with those
+/// GEMMs on one thread and 652 us on 2.
+constexpr double kSerialFlops = 1 << 16;
+
+/// The thread count for GEMMs big enough to use several: the one
+/// linfuse_set_num_threads chose, else $LINFUSE_NUM_THREADS, else OpenMP's
+/// default.
+int configuredThreads();
+
+/// OpenMP's thread-count functions, found through a oneDNN library's own
+/// dependencies (its libgomp); null where it runs on another runtime.
+struct OpenMp {
+  void (*setNumThreads)(int) = nullptr;
+  int (*getMaxThreads)() = nullptr;
+
+  static OpenMp of(void *lib) {
+    OpenMp omp;
+    omp.setNumThreads =
+        reinterpret_cast<void (*)(int)>(dlsym(lib, "omp_set_num_threads"));
+    omp.getMaxThreads =
+        reinterpret_cast<int (*)()>(dlsym(lib, "omp_get_max_threads"));
+    return omp;
+  }
+};
+
+/// Makes OpenMP regions started by this thread use `n` threads while it
+/// lives, then restores the caller's setting. The OpenMP runtime may be the
+/// caller's too: PyTorch's wheel loads a libgomp.so.1 that oneDNN then
+/// shares, and a thread count left behind changed torch.get_num_threads()
+/// (and made Dynamo recompile every graph on its "num_threads" guard).
+/// Without OpenMP functions nothing is done.
+class ThreadScope {
+public:
+  ThreadScope(int n, const OpenMp &omp) : set(omp.setNumThreads) {
+    if (!omp.setNumThreads || !omp.getMaxThreads)
+      return;
+    saved = omp.getMaxThreads();
+    if (saved != n)
+      set(n);
+    else
+      saved = 0;
+  }
+  ~ThreadScope() {
+    if (saved > 0)
+      set(saved);
+  }
+  ThreadScope(const ThreadScope &) = delete;
+  ThreadScope &operator=(const ThreadScope &) = delete;
+
+private:
+  void (*set)(int);
+  int saved = 0; // The caller's count, when it was changed.
+};
+
+/// One operand as the matmul sees it: dims and strides of a 3-d
+/// (batch, rows, cols) tensor. A size-1 dimension's stride is never used
+/// to address anything, so it is normalized (callers pass any value there,
+/// and a primitive should not be compiled again for it).
+struct Layout {
+  std::array<int64_t, 3> dims, strides;
+
+  /// `vectorKernel`: describe a single matrix the way that leads oneDNN
+  /// 2.6 to its gemm:jit kernels (a batch stride of rows * row stride)
+  /// rather than brgemm, which is faster for one row of output (M = 1,
+  /// decode): Q/K/V at hidden 4096, 5.9 ms vs 8.9 ms (measured).
+  static Layout of(const GemmMatrix &m, bool trans, bool vectorKernel = false) {
+    Layout l;
+    int64_t rows = trans ? m.cols : m.rows, cols = trans ? m.rows : m.cols;
+    int64_t rs = trans ? m.colStride : m.rowStride;
+    int64_t cs = trans ? m.rowStride : m.colStride;
+    int64_t batch = m.batchStride == 0 ? 1 : m.batch;
+    l.dims = {batch, rows, cols};
+    l.strides = {m.batchStride, rs, cs};
+    // Size-1 dimensions: strides that keep the descriptor dense-looking.
+    if (cols == 1)
+      l.strides[2] = 1;
+    if (rows == 1)
+      l.strides[1] = cols * l.strides[2];
+    // One matrix: a batch stride past its whole extent, so that oneDNN
+    // sees the plain layout it is (a transposed matrix is `acb`, not `cab`,
+    // which would keep it off its brgemm kernels: 2.2x slower, measured).
+    if (batch == 1)
+      l.strides[0] = vectorKernel
+                         ? rows * l.strides[1]
+                         : std::max(rows * l.strides[1], cols * l.strides[2]);
+    return l;
+  }
+
+  bool valid() const {
+    for (int d = 0; d < 3; ++d)
+      if (strides[d] <= 0)
+        return false;
+    return true;
+  }
+};
+
+/// FNV-1a over a key's bytes (keys are zero-initialized, padding included,
+/// before they are filled, and compared with memcmp).
+template <typename T> struct BytesHash {
+  size_t operator()(const T &k) const {
+    const auto *p = reinterpret_cast<const unsigned char *>(&k);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof(T); ++i)
+      h = (h ^ p[i]) * 1099511628211ull;
+    return size_t(h);
+  }
+};
+
+/// What both paths key a primitive on besides types and epilogue.
+struct Operands {
+  Layout a, b, c, bias;
+  int32_t threads; // 1 under kSerialFlops, else configuredThreads()
+};
+
+/// Fills `ops` for C = op(A) op(B) (+ bias); false where oneDNN is not to
+/// be asked (nothing is read or written then): a strided bias, strides a
+/// descriptor cannot hold, 2^40 elements or more.
+bool describeOperands(const GemmMatrix &a, bool transA, const GemmMatrix &b,
+                      bool transB, const GemmMatrix *bias, const GemmMatrix &c,
+                      Operands &ops);
+
+} // namespace linfuse::runtime
+
+#endif // LINFUSE_LIB_RUNTIME_ONEDNNCOMMON_H

@@ -1,0 +1,74 @@
+"""f16 GEMMs on the host run natively on oneDNN 3 (scripts/setup.sh --python
+installs it into the venv), and without it fall back to f32 OpenBLAS with
+the same results."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import linfuse
+
+LINEAR = """
+#mA = affine_map<(d0, d1, d2) -> (d0, d2)>
+#mBt = affine_map<(d0, d1, d2) -> (d1, d2)>
+#mC = affine_map<(d0, d1, d2) -> (d0, d1)>
+func.func @main(%x: tensor<?x{K}xf16>, %w: tensor<{N}x{K}xf16>, %b: tensor<{N}xf16>) -> tensor<?x{N}xf16> {{
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f16
+  %m = tensor.dim %x, %c0 : tensor<?x{K}xf16>
+  %e = tensor.empty(%m) : tensor<?x{N}xf16>
+  %f = linalg.fill ins(%zero : f16) outs(%e : tensor<?x{N}xf16>) -> tensor<?x{N}xf16>
+  %y = linalg.matmul indexing_maps = [#mA, #mBt, #mC]
+         ins(%x, %w : tensor<?x{K}xf16>, tensor<{N}x{K}xf16>) outs(%f : tensor<?x{N}xf16>) -> tensor<?x{N}xf16>
+  %r = linalg.generic {{indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>],
+                       iterator_types = ["parallel", "parallel"]}}
+         ins(%y, %b : tensor<?x{N}xf16>, tensor<{N}xf16>) outs(%e : tensor<?x{N}xf16>) {{
+  ^bb0(%p: f16, %q: f16, %o: f16):
+    %s = arith.addf %p, %q : f16
+    %z = arith.maximumf %s, %zero : f16
+    linalg.yield %z : f16
+  }} -> tensor<?x{N}xf16>
+  return %r : tensor<?x{N}xf16>
+}}
+"""
+
+CASES = [(1, 64, 48), (7, 96, 40), (64, 256, 512)]
+
+
+def run_cases():
+    """Max relative error against f64 per case, and the fallback count."""
+    linfuse.runtime_stats(reset=True)
+    errors = []
+    for m, k, n in CASES:
+        fn = linfuse.compile(LINEAR.format(K=k, N=n))["main"]
+        rng = np.random.default_rng(m * k + n)
+        x = rng.standard_normal((m, k)).astype(np.float16)
+        w = (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float16)
+        b = rng.standard_normal(n).astype(np.float16)
+        got = fn(x, w, b).astype(np.float64)
+        want = np.maximum(x.astype(np.float64) @ w.astype(np.float64).T + b, 0)
+        errors.append(float(np.abs(got - want).max() / np.abs(want).max()))
+    stats = linfuse.runtime_stats()
+    return errors, stats["gemm_calls"], stats["fallback_gemm_calls"]
+
+
+def test_f16_runs_natively():
+    errors, calls, fallback = run_cases()
+    # Bias and relu fused into the f16 GEMM (one call per case), none widened.
+    assert calls == len(CASES) and fallback == 0, (calls, fallback)
+    assert max(errors) < 2e-3, errors          # f16 output rounding
+
+
+def test_without_onednn3_f16_is_widened_with_the_same_results():
+    code = ("import json, sys; sys.path.insert(0, %r); import test_f16_gemm as t; "
+            "print(json.dumps(t.run_cases()))" % os.path.dirname(__file__))
+    env = dict(os.environ, LINFUSE_DNNL3_LIBRARY="/nonexistent/libdnnl.so.3")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    import json
+    errors, calls, fallback = json.loads(out.splitlines()[-1])
+    assert calls == len(CASES) and fallback == len(CASES), (calls, fallback)
+    assert max(errors) < 2e-3, errors
