@@ -104,6 +104,34 @@ extern "C" int linfuseJitPuts(const char *message) {
   return 0;
 }
 
+/// A failed check's message on one line. Upstream's run-time verification
+/// writes "ERROR: Runtime op verification failed\n^ <reason>\nLocation:
+/// loc(<where>)"; that becomes "run-time check failed at <where>: <reason>".
+/// Other assertions (the input's own cf.assert) keep their text, newlines
+/// turned into "; ".
+std::string oneLineAssertion(llvm::StringRef message) {
+  llvm::SmallVector<llvm::StringRef> lines;
+  message.trim().split(lines, '\n', -1, /*KeepEmpty=*/false);
+  llvm::StringRef reason, where;
+  for (llvm::StringRef line : lines) {
+    if (line.consume_front("^ "))
+      reason = line.trim();
+    else if (line.consume_front("Location: loc(") && line.consume_back(")"))
+      where = line;
+  }
+  if (!reason.empty() && !where.empty()) {
+    std::string loc = where.str();
+    // loc("file.mlir":5:8) -> file.mlir:5:8
+    if (loc.size() > 1 && loc.front() == '"') {
+      size_t close = loc.find('"', 1);
+      if (close != std::string::npos)
+        loc = loc.substr(1, close - 1) + loc.substr(close + 1);
+    }
+    return "run-time check failed at " + loc + ": " + reason.str();
+  }
+  return "an assertion in the compiled code failed: " + llvm::join(lines, "; ");
+}
+
 extern "C" [[noreturn]] void linfuseJitAbort() {
   if (assertTrap.env)
     std::longjmp(*assertTrap.env, 1);
@@ -591,8 +619,7 @@ llvm::Error Executable::call(llvm::StringRef name,
     // replay, was not reached.
     linfuse_cuda_function_abandon();
 #endif
-    return makeError("@" + name + ": an assertion in the compiled code " +
-                     "failed: " + assertTrap.message);
+    return makeError("@" + name + ": " + oneLineAssertion(assertTrap.message));
   }
   function(packedArgs.data());
   assertTrap.env = outer;

@@ -75,6 +75,7 @@ llvm::Error mlir::linfuse::lowerModule(ModuleOp module, Target target,
                      [&](OpPassManager &pm) {
                        LowerToCUDAPipelineOptions cuda;
                        cuda.cudaGraph = options.cudaGraph;
+                       cuda.runtimeChecks = options.runtimeChecks;
                        buildLowerToCUDAPipeline(pm, cuda);
                        return llvm::Error::success();
                      });
@@ -84,8 +85,10 @@ llvm::Error mlir::linfuse::lowerModule(ModuleOp module, Target target,
         llvm::inconvertibleErrorCode(),
         "CUDA graphs (--cuda-graph) need --target=cuda");
   return runPasses(module, "--linfuse-lower-to-cpu", report,
-                   [](OpPassManager &pm) {
-                     buildLowerToCPUPipeline(pm, LowerToCPUPipelineOptions());
+                   [&](OpPassManager &pm) {
+                     LowerToCPUPipelineOptions cpu;
+                     cpu.runtimeChecks = options.runtimeChecks;
+                     buildLowerToCPUPipeline(pm, cpu);
                      return llvm::Error::success();
                    });
 }

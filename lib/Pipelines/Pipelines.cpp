@@ -26,6 +26,9 @@ void mlir::linfuse::buildOptimizePipeline(
   // Inline first: matmuls behind calls (a `@linear` helper called for Q, K
   // and V) only share an input once they sit in one function. The inliner
   // canonicalizes as it goes and drops private functions left unused.
+  // First: folders and canonicalization patterns upstream may crash on
+  // verifying but undefined ops (a memref.dim with a negative index did).
+  pm.addPass(createRejectUndefinedOpsPass());
   pm.addPass(createInlinerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createFoldMatmulChainsPass());
@@ -63,10 +66,28 @@ static void addBufferization(OpPassManager &pm) {
   pm.addPass(createReturnViewsPass());
 }
 
+/// Upstream's run-time checks of the ops that implement
+/// RuntimeVerifiableOpInterface (linalg: operand sizes agree with the loop
+/// ranges; tensor.dim, extract_slice, ...: indices in bounds), as
+/// `cf.assert`s before each op, on tensors: one check per op and call, not
+/// per element. GEMMs have been raised by then (the runtime checks their
+/// shapes itself), so the checks' extra `tensor.dim` uses cannot keep a
+/// bias-add or activation out of a GEMM's epilogue. Messages carry the
+/// reason and the op's location only (verbose-level=0).
+static void addRuntimeChecks(OpPassManager &pm) {
+  std::unique_ptr<Pass> checks = createGenerateRuntimeVerificationPass();
+  LogicalResult set = checks->initializeOptions(
+      "verbose-level=0", [](const Twine &) { return failure(); });
+  assert(succeeded(set) && "generate-runtime-verification lost its option");
+  (void)set;
+  pm.addPass(std::move(checks));
+}
+
 /// Raise GEMMs (with the target's epilogues), bufferize, and turn the GEMMs
 /// into runtime calls for `target`.
 static void addGemmsAndBuffers(OpPassManager &pm, StringRef target,
-                               bool epilogues) {
+                               bool epilogues, bool runtimeChecks) {
+  pm.addPass(createRejectUndefinedOpsPass());
   RaiseToGemmPassOptions raise;
   raise.epilogues = epilogues;
   raise.target = target.str();
@@ -78,6 +99,8 @@ static void addGemmsAndBuffers(OpPassManager &pm, StringRef target,
     pm.addPass(createFuseElementwisePass());
     pm.addPass(createReassociateReductionsPass());
   }
+  if (runtimeChecks)
+    addRuntimeChecks(pm);
   addBufferization(pm);
   ConvertGemmToRuntimePassOptions runtime;
   runtime.target = target.str();
@@ -99,7 +122,7 @@ static void addLowPrecisionLegalization(OpPassManager &pm) {
 
 void mlir::linfuse::buildLowerToCPUPipeline(
     OpPassManager &pm, const LowerToCPUPipelineOptions &options) {
-  addGemmsAndBuffers(pm, "cpu", options.epilogues);
+  addGemmsAndBuffers(pm, "cpu", options.epilogues, options.runtimeChecks);
   pm.addPass(createConvertLinalgToLoopsPass());
   addLowPrecisionLegalization(pm);
   // What LLVM's loop vectorizer needs to vectorize the element-wise loops:
@@ -122,7 +145,7 @@ void mlir::linfuse::buildLowerToCPUPipeline(
 
 void mlir::linfuse::buildLowerToCUDAPipeline(
     OpPassManager &pm, const LowerToCUDAPipelineOptions &options) {
-  addGemmsAndBuffers(pm, "cuda", /*epilogues=*/true);
+  addGemmsAndBuffers(pm, "cuda", /*epilogues=*/true, options.runtimeChecks);
   pm.addPass(createDeviceMemoryPass());
   // Element-wise work: parallel loops, tiled into blocks of threads,
   // mapped to the grid, outlined into kernels.

@@ -195,7 +195,7 @@ class Module:
 
 def compile(ir: str, target: str = "cpu", *, optimize: bool = True,
             entry: str | Sequence[str] | None = None,
-            cuda_graph: bool = False) -> Module:
+            cuda_graph: bool = False, runtime_checks: bool = True) -> Module:
     """Optimizes, lowers and JIT-compiles the public functions of `ir`
     (or only `entry`) for `target` ("cpu", or "cuda" in builds with CUDA).
 
@@ -203,6 +203,10 @@ def compile(ir: str, target: str = "cpu", *, optimize: bool = True,
     `cuda_graph=True` (target "cuda" only) captures each function's device
     work into a CUDA graph on its first call with given device buffers and
     replays it on later ones (`linfuse-compile --cuda-graph`).
+    `runtime_checks=False` drops the run-time checks that operand sizes agree
+    and indices are in bounds (on by default: a call whose sizes do not fit
+    the program raises `linfuse.Error` naming the op's location instead of
+    reading past a buffer).
     """
     if entry is None:
         names = _linfuse.public_functions(ir)
@@ -211,7 +215,7 @@ def compile(ir: str, target: str = "cpu", *, optimize: bool = True,
     if not names:
         raise Error("the module has no public function with a body")
     functions = {name: Function(_linfuse.CompiledFunction(ir, name, target, optimize,
-                                                          cuda_graph),
+                                                          cuda_graph, runtime_checks),
                                 optimize)
                  for name in names}
     return Module(functions, target)

@@ -236,12 +236,13 @@ PYBIND11_MODULE(_linfuse, m) {
 
   py::class_<CompiledFunction>(m, "CompiledFunction")
       .def(py::init([](const std::string &ir, const std::string &entry,
-                       const std::string &target, bool optimize,
-                       bool cudaGraph) {
+                       const std::string &target, bool optimize, bool cudaGraph,
+                       bool runtimeChecks) {
              CompileOptions options;
              options.target = check(parseTarget(target));
              options.optimize = optimize;
              options.lower.cudaGraph = cudaGraph;
+             options.lower.runtimeChecks = runtimeChecks;
              auto fn = std::make_unique<CompiledFunction>();
              options.report = &fn->report;
              fn->name = entry;
@@ -252,7 +253,8 @@ PYBIND11_MODULE(_linfuse, m) {
              return fn;
            }),
            py::arg("ir"), py::arg("entry"), py::arg("target") = "cpu",
-           py::arg("optimize") = true, py::arg("cuda_graph") = false)
+           py::arg("optimize") = true, py::arg("cuda_graph") = false,
+           py::arg("runtime_checks") = true)
       .def_readonly("name", &CompiledFunction::name)
       .def_readonly("report", &CompiledFunction::report)
       .def_property_readonly("arguments",

@@ -66,6 +66,12 @@ static cl::opt<std::string> runtimeDir(
     cl::desc("Directory of liblinfuse_runtime.so (default: ../lib next to "
              "this tool); also the library's rpath"),
     cl::cat(category));
+static cl::opt<bool> runtimeChecks(
+    "runtime-checks",
+    cl::desc("Check at run time that operand sizes agree and indices are in "
+             "bounds (default on; a failed check prints its location and "
+             "aborts the process; =false saves their cost)"),
+    cl::init(true), cl::cat(category));
 static cl::opt<bool> cudaGraph(
     "cuda-graph",
     cl::desc("cuda: capture each function's device work into a CUDA graph "
@@ -376,6 +382,7 @@ int main(int argc, char **argv) {
     return fail(inputFile + ": no public function with a body");
   LowerOptions lowering;
   lowering.cudaGraph = cudaGraph;
+  lowering.runtimeChecks = runtimeChecks;
   if (llvm::Error err = lowerModule(**module, *targetKind, nullptr, lowering))
     return fail(std::move(err));
 

@@ -66,6 +66,12 @@ static cl::opt<bool> cudaGraph(
     cl::desc("cuda: capture the function's device work into a CUDA graph on "
              "the first call, replay it on the others"),
     cl::cat(category));
+static cl::opt<bool> runtimeChecks(
+    "runtime-checks",
+    cl::desc("Check at run time that operand sizes agree and indices are in "
+             "bounds; a failed check is an error naming the op's location "
+             "(default on; =false saves their cost)"),
+    cl::init(true), cl::cat(category));
 static cl::opt<bool> verbose("verbose",
                              cl::desc("Print the stages as they run"),
                              cl::cat(category));
@@ -118,6 +124,7 @@ int main(int argc, char **argv) {
   options.target = *targetKind;
   options.optimize = !noOptimize;
   options.lower.cudaGraph = cudaGraph;
+  options.lower.runtimeChecks = runtimeChecks;
   if (verbose)
     options.progress = [](llvm::StringRef stage) {
       llvm::errs() << "linfuse-run: " << stage << "\n";

@@ -97,6 +97,20 @@ def ReadOnlyArgumentsPass : Pass<"linfuse-read-only-arguments",
   }];
 }
 
+def RejectUndefinedOpsPass : Pass<"linfuse-reject-undefined-ops"> {
+  let summary = "Fail on ops that verify but whose result is undefined";
+  let description = [{
+    Some ops verify with operands that make them undefined behavior, and
+    compiled code then reads or writes anywhere: `tensor.dim` / `memref.dim`
+    with a constant index outside `[0, rank)`, and `tensor.extract` /
+    `tensor.insert` / `memref.load` / `memref.store` with a constant index
+    outside a static dimension. Each is an error at the op's location and
+    the pass fails, before anything is lowered (the lowering pipelines run
+    it first). Indices known only at run time are the run-time checks'
+    (`runtime-checks=true` of the lowering pipelines).
+  }];
+}
+
 def DeviceMemoryPass : Pass<"linfuse-device-memory", "::mlir::ModuleOp"> {
   let summary = "Host-side buffers become device buffers (CUDA target)";
   let description = [{

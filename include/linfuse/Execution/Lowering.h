@@ -39,6 +39,11 @@ struct LowerOptions {
   /// graph on its first call with given arguments and replays it on later
   /// ones (--linfuse-lower-to-cuda=cuda-graph=true).
   bool cudaGraph = false;
+  /// Run-time checks that operand sizes agree and indices are in bounds
+  /// (runtime-checks=true of the lowering pipelines). A failed check ends
+  /// the call with an error naming the op's location; off saves their cost
+  /// (docs/Benchmarks.md) for callers that guarantee the shapes.
+  bool runtimeChecks = true;
 };
 
 /// --linfuse-lower-to-cpu or --linfuse-lower-to-cuda (an error in builds

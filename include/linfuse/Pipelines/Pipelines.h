@@ -45,6 +45,11 @@ struct LowerToCPUPipelineOptions
       *this, "c-interface",
       llvm::cl::desc("Emit `_mlir_ciface_<name>` for public functions"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> runtimeChecks{
+      *this, "runtime-checks",
+      llvm::cl::desc("Check at run time that operand sizes agree and "
+                     "indices are in bounds (cf.assert before each op)"),
+      llvm::cl::init(true)};
 };
 
 /// Optimized linalg-on-tensors -> LLVM dialect for the host: raise matmuls
@@ -83,6 +88,11 @@ struct LowerToCUDAPipelineOptions
                      "CUDA graph on its first call with given arguments and "
                      "replay it on later ones (--linfuse-cuda-graph)"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> runtimeChecks{
+      *this, "runtime-checks",
+      llvm::cl::desc("Check at run time that operand sizes agree and "
+                     "indices are in bounds (cf.assert before each op)"),
+      llvm::cl::init(true)};
 };
 
 /// Optimized linalg-on-tensors -> LLVM dialect + `gpu.binary` for NVIDIA
