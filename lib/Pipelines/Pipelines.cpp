@@ -21,15 +21,62 @@
 using namespace mlir;
 using namespace mlir::linfuse;
 
+namespace {
+/// Stands in for a pipeline nested where it cannot run: one error at the op
+/// it was scheduled on, and failure. (Adding a pass restricted to
+/// builtin.module to a func.func pass manager aborts the process instead.)
+struct MisplacedPipelinePass
+    : public PassWrapper<MisplacedPipelinePass, OperationPass<>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(MisplacedPipelinePass)
+
+  explicit MisplacedPipelinePass(std::string message)
+      : message(std::move(message)) {}
+  StringRef getArgument() const override {
+    return "linfuse-misplaced-pipeline";
+  }
+  void runOnOperation() override {
+    getOperation()->emitError(message);
+    signalPassFailure();
+  }
+
+  std::string message;
+};
+} // namespace
+
+/// True when `pm` runs on builtin.module; otherwise adds a pass that fails
+/// with an error saying how to run `pipeline` (`why`: what needs the
+/// module).
+static bool requireModule(OpPassManager &pm, StringRef pipeline,
+                          StringRef why) {
+  StringRef anchor = pm.getOpAnchorName();
+  if (anchor == ModuleOp::getOperationName())
+    return true;
+  pm.addPass(std::make_unique<MisplacedPipelinePass>(
+      ("--" + pipeline + " needs builtin.module (" + why +
+       "), but was nested under '" + anchor +
+       "'; run it as --pass-pipeline='builtin.module(" + pipeline + ")'")
+          .str()));
+  return false;
+}
+
 void mlir::linfuse::buildOptimizePipeline(
     OpPassManager &pm, const OptimizePipelineOptions &options) {
-  // Inline first: matmuls behind calls (a `@linear` helper called for Q, K
-  // and V) only share an input once they sit in one function. The inliner
-  // canonicalizes as it goes and drops private functions left unused.
+  // Nested under a function (func.func(linfuse-optimize)) everything runs
+  // but inlining, which needs the module's symbol table; lifting the
+  // weight packing adds functions to the module, so it refuses there.
+  bool onModule = pm.getOpAnchorName() == ModuleOp::getOperationName();
+  if (options.liftWeights &&
+      !requireModule(pm, "linfuse-optimize{lift-weights=true}",
+                     "lifting adds packing functions to it"))
+    return;
   // First: folders and canonicalization patterns upstream may crash on
   // verifying but undefined ops (a memref.dim with a negative index did).
   pm.addPass(createRejectUndefinedOpsPass());
-  pm.addPass(createInlinerPass());
+  // Inline next: matmuls behind calls (a `@linear` helper called for Q, K
+  // and V) only share an input once they sit in one function. The inliner
+  // canonicalizes as it goes and drops private functions left unused.
+  if (onModule)
+    pm.addPass(createInlinerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createFoldMatmulChainsPass());
   pm.addPass(createMergeParallelMatmulsPass());
@@ -43,7 +90,6 @@ void mlir::linfuse::buildOptimizePipeline(
   }
 }
 
-/// Tensors -> memrefs; shared by the host and device lowerings.
 static void addBufferization(OpPassManager &pm) {
   pm.addPass(createDynamicExpandShapePass());
   pm.addPass(createReadOnlyArgumentsPass());
@@ -122,6 +168,9 @@ static void addLowPrecisionLegalization(OpPassManager &pm) {
 
 void mlir::linfuse::buildLowerToCPUPipeline(
     OpPassManager &pm, const LowerToCPUPipelineOptions &options) {
+  if (!requireModule(pm, "linfuse-lower-to-cpu",
+                     "it lowers function signatures and module globals"))
+    return;
   addGemmsAndBuffers(pm, "cpu", options.epilogues, options.runtimeChecks);
   pm.addPass(createConvertLinalgToLoopsPass());
   addLowPrecisionLegalization(pm);
@@ -145,6 +194,9 @@ void mlir::linfuse::buildLowerToCPUPipeline(
 
 void mlir::linfuse::buildLowerToCUDAPipeline(
     OpPassManager &pm, const LowerToCUDAPipelineOptions &options) {
+  if (!requireModule(pm, "linfuse-lower-to-cuda",
+                     "it outlines kernels into gpu.module"))
+    return;
   addGemmsAndBuffers(pm, "cuda", /*epilogues=*/true, options.runtimeChecks);
   pm.addPass(createDeviceMemoryPass());
   // Element-wise work: parallel loops, tiled into blocks of threads,
