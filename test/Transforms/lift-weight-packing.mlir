@@ -150,3 +150,55 @@ func.func @block(%x: tensor<?x8xf32>, %gamma: tensor<8xf32> {linfuse.weight}, %w
   %kab = linalg.matmul ins(%ka, %b : tensor<?x8xf32>, tensor<8x8xf32>) outs(%f : tensor<?x8xf32>) -> tensor<?x8xf32>
   return %q, %kab : tensor<?x8xf32>, tensor<?x8xf32>
 }
+
+// -----
+
+// A weight with a dynamic dimension: its size is not packed as an `index`
+// (linfuse-run refused "packed weight 0 has type index"), it is read in @f
+// from the packed tensor's descriptor.
+// CHECK-LABEL: func.func @dyn_weight__pack
+// CHECK-SAME:    (%[[W:.*]]: tensor<32x?xf32> {linfuse.weight}) -> tensor<32x?xf32>
+// CHECK:         return %[[W]] : tensor<32x?xf32>
+// CHECK-LABEL: func.func @dyn_weight
+// CHECK-SAME:    (%[[X:.*]]: tensor<?x32xf32>, %[[P:.*]]: tensor<32x?xf32> {linfuse.packed = 0 : i64})
+// CHECK:         %[[N:.*]] = tensor.dim %[[P]], %{{.*}} : tensor<32x?xf32>
+// CHECK:         tensor.empty(%{{.*}}, %[[N]]) : tensor<?x?xf32>
+// CHECK:         linalg.matmul ins(%[[X]], %[[P]] : tensor<?x32xf32>, tensor<32x?xf32>)
+func.func @dyn_weight(%x: tensor<?x32xf32>, %w: tensor<32x?xf32> {linfuse.weight}) -> tensor<?x?xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant 0.0 : f32
+  %m = tensor.dim %x, %c0 : tensor<?x32xf32>
+  %n = tensor.dim %w, %c1 : tensor<32x?xf32>
+  %e = tensor.empty(%m, %n) : tensor<?x?xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?x?xf32>) -> tensor<?x?xf32>
+  %y = linalg.matmul ins(%x, %w : tensor<?x32xf32>, tensor<32x?xf32>) outs(%f : tensor<?x?xf32>) -> tensor<?x?xf32>
+  return %y : tensor<?x?xf32>
+}
+
+// -----
+
+// The same with a transpose lifted into the packing function. The size is
+// the weight's own: the weight is packed too (returned as it is, no copy)
+// and the size read from it.
+// CHECK-LABEL: func.func @dyn_weight_transposed__pack
+// CHECK-SAME:    (%[[W:.*]]: tensor<?x32xf32> {linfuse.weight})
+// CHECK:         %[[T:.*]] = linalg.transpose
+// CHECK:         return %[[T]], %[[W]] : tensor<32x?xf32>, tensor<?x32xf32>
+// CHECK-LABEL: func.func @dyn_weight_transposed
+// CHECK-SAME:    (%[[X:.*]]: tensor<?x32xf32>, %[[P:.*]]: tensor<32x?xf32> {linfuse.packed = 0 : i64}, %[[S:.*]]: tensor<?x32xf32> {linfuse.packed = 1 : i64})
+// CHECK:         %[[N:.*]] = tensor.dim %[[S]], %{{.*}} : tensor<?x32xf32>
+// CHECK:         tensor.empty(%{{.*}}, %[[N]]) : tensor<?x?xf32>
+// CHECK:         linalg.matmul ins(%[[X]], %[[P]] : tensor<?x32xf32>, tensor<32x?xf32>)
+func.func @dyn_weight_transposed(%x: tensor<?x32xf32>, %w: tensor<?x32xf32> {linfuse.weight}) -> tensor<?x?xf32> {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %m = tensor.dim %x, %c0 : tensor<?x32xf32>
+  %n = tensor.dim %w, %c0 : tensor<?x32xf32>
+  %et = tensor.empty(%n) : tensor<32x?xf32>
+  %t = linalg.transpose ins(%w : tensor<?x32xf32>) outs(%et : tensor<32x?xf32>) permutation = [1, 0]
+  %e = tensor.empty(%m, %n) : tensor<?x?xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?x?xf32>) -> tensor<?x?xf32>
+  %y = linalg.matmul ins(%x, %t : tensor<?x32xf32>, tensor<32x?xf32>) outs(%f : tensor<?x?xf32>) -> tensor<?x?xf32>
+  return %y : tensor<?x?xf32>
+}

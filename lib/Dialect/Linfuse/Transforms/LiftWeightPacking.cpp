@@ -13,6 +13,7 @@
 #include "linfuse/Dialect/Linfuse/Transforms/WeightValues.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
@@ -125,18 +126,28 @@ struct LiftWeightPackingPass
         return !top || !llvm::is_contained(a.staticOps, top);
       });
     };
-    SmallVector<Value> packed;
+    // Only tensors are packed: a weight-derived size (`tensor.dim` of a
+    // weight with a dynamic dimension, arithmetic on it) is computed again
+    // in @f from the packed tensors' descriptors (`sizes`), and the tensors
+    // it reads are packed for it.
+    SmallVector<Value> packed, sizes;
+    auto packTensor = [&](Value v) {
+      if (!llvm::is_contained(packed, v))
+        packed.push_back(v);
+    };
     for (Operation *op : a.staticOps)
       for (Value r : op->getResults())
         if (usedOutside(r))
-          packed.push_back(r);
+          (isa<ShapedType>(r.getType()) ? packed : sizes).push_back(r);
     SmallVector<BlockArgument> weights;
     for (BlockArgument arg : entry.getArguments())
       if (fn.getArgAttr(arg.getArgNumber(), kWeightAttr)) {
         weights.push_back(arg);
         if (usedOutside(arg))
-          packed.push_back(arg);
+          packTensor(arg);
       }
+    if (failed(collectSizeSources(sizes, packTensor)))
+      return failure();
 
     // @f__pack(weights...) -> packed...
     OpBuilder b(fn);
@@ -181,11 +192,14 @@ struct LiftWeightPackingPass
     // @f(others..., packed...): new block arguments replace the packed
     // values; the weight arguments and the lifted ops go away.
     unsigned firstPacked = entry.getNumArguments();
-    for (auto [i, v] : llvm::enumerate(packed)) {
-      BlockArgument arg = entry.addArgument(v.getType(), v.getLoc());
-      v.replaceAllUsesWith(arg);
-      (void)i;
-    }
+    IRMapping inF;
+    for (Value v : packed)
+      inF.map(v, entry.addArgument(v.getType(), v.getLoc()));
+    OpBuilder fb = OpBuilder::atBlockBegin(&entry);
+    for (Value size : sizes)
+      size.replaceAllUsesWith(rematerialize(fb, size, inF));
+    for (Value v : packed)
+      v.replaceAllUsesWith(inF.lookup(v));
     for (Operation *op : llvm::reverse(a.staticOps))
       op->erase();
     // What only the lifted ops read (their tensor.empty, constants) is dead.
@@ -222,6 +236,44 @@ struct LiftWeightPackingPass
     ++numFunctions;
     numOps += a.staticOps.size();
     return success();
+  }
+
+  /// The packed tensors the weight-derived `sizes` are computed from (the
+  /// sources of their `tensor.dim`s), passed to `pack`; fails, with an error
+  /// at the op, on a size computed otherwise.
+  static LogicalResult
+  collectSizeSources(ArrayRef<Value> sizes,
+                     llvm::function_ref<void(Value)> pack) {
+    SmallVector<Value> work(sizes.begin(), sizes.end());
+    llvm::DenseSet<Value> seen;
+    while (!work.empty()) {
+      Value v = work.pop_back_val();
+      if (!seen.insert(v).second || isa<BlockArgument>(v))
+        continue;
+      Operation *def = v.getDefiningOp();
+      if (auto dim = dyn_cast<tensor::DimOp>(def)) {
+        pack(dim.getSource());
+        work.push_back(dim.getIndex());
+        continue;
+      }
+      if (def->getNumRegions() != 0 || !isMemoryEffectFree(def))
+        return def->emitError("a weight-derived ")
+               << v.getType() << " cannot be lifted: only tensors are packed";
+      llvm::append_range(work, def->getOperands());
+    }
+    return success();
+  }
+
+  /// `v` (a weight-derived size) computed again at `b`'s insertion point
+  /// from what `inF` maps (the packed tensors' arguments of @f).
+  static Value rematerialize(OpBuilder &b, Value v, IRMapping &inF) {
+    if (Value done = inF.lookupOrNull(v))
+      return done;
+    Operation *def = v.getDefiningOp();
+    for (Value operand : def->getOperands())
+      rematerialize(b, operand, inF);
+    Operation *copy = b.clone(*def, inF);
+    return copy->getResult(cast<OpResult>(v).getResultNumber());
   }
 
   PassStatistic numFunctions{this, "functions-lifted",
