@@ -22,9 +22,11 @@ struct Registry {
 };
 } // namespace
 
+/// Never destroyed: the mlir-opt plugin prints it from an atexit handler,
+/// which may run after static destructors.
 static Registry &registry() {
-  static Registry instance;
-  return instance;
+  static Registry *instance = new Registry;
+  return *instance;
 }
 
 PassStatistic &PassStatistic::operator+=(uint64_t delta) {
