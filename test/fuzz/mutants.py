@@ -17,7 +17,8 @@ inputs, whose results must agree (or both fail).
 Outcomes: "ok", "error" (a diagnostic and exit 1: fine), "crash" (a
 signal, a stack dump, or exit >= 128), "hang" (past --timeout), "differ"
 (optimized and reference results disagree; not compared when the mutant
-reads a `tensor.empty`, whose contents are undefined). A crash is attributed to
+reads a `tensor.empty`, whose contents are undefined: as an input or a
+result, a matmul's accumulator or an init its body reads). A crash is attributed to
 linfuse when its stack names linfuse code, else to upstream MLIR/LLVM.
 Crashing and hanging mutants are written to --out with their output.
 
@@ -167,11 +168,22 @@ def check(mutant, tools, timeout):
 
 
 def reads_undefined(text):
-    """True when an op reads a `tensor.empty` (its contents are undefined, so
-    optimized and reference results may differ legitimately)."""
-    empties = re.findall(r"(%[\w]+) = tensor\.empty", text)
-    for ins in re.findall(r"ins\(([^:)]*)", text):
-        if any(re.search(re.escape(e) + r"\b", ins) for e in empties):
+    """True when an op reads a `tensor.empty`, whose contents are undefined
+    (so optimized and reference results may differ legitimately): as an
+    input, as a matmul's accumulator, or as a generic's init that its body
+    reads."""
+    empties = set(re.findall(r"(%[\w]+) = tensor\.empty", text))
+    used = lambda operands: any(re.search(re.escape(e) + r"\b", operands) for e in empties)
+    if any(used(ins) for ins in re.findall(r"(?:ins\(|return )([^:)]*)", text)):
+        return True
+    for op, outs in re.findall(r"linalg\.(\w+)[^\n]*?outs\(([^:)]*)", text):
+        if used(outs) and "matmul" in op:
+            return True
+    # A generic (its region follows): the block's last argument is the init.
+    for m in re.finditer(r"outs\(([^:)]*)[^{]*\{\s*\^bb0\(([^)]*)\):(.*?)linalg\.yield",
+                         text, flags=re.S):
+        args = re.findall(r"(%\w+):", m.group(2))
+        if used(m.group(1)) and args and re.search(re.escape(args[-1]) + r"\b", m.group(3)):
             return True
     return False
 
