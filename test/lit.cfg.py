@@ -54,6 +54,18 @@ if config.linfuse_enable_cuda.upper() in ("ON", "1", "TRUE", "YES"):
         "PATH", os.path.join(config.cuda_toolkit_root, "bin"), append_path=True)
 
 
+# LINFUSE_ENABLE_SANITIZERS: every process gets libasan preloaded (a
+# process whose binary is not instrumented may load an instrumented library:
+# mlir-opt with the plugin). Leak checking is off: MLIR and LLVM keep
+# process-lifetime allocations; UBSan stops at its first report.
+if config.linfuse_sanitizers.upper() in ("ON", "1", "TRUE", "YES"):
+    config.available_features.add("sanitizers")
+    libasan = subprocess.run(["gcc", "-print-file-name=libasan.so"],
+                             capture_output=True, text=True).stdout.strip()
+    config.environment["LD_PRELOAD"] = os.path.realpath(libasan)
+    config.environment["ASAN_OPTIONS"] = "detect_leaks=0:allocator_may_return_null=1"
+    config.environment["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
+
 import sys
 sys.path.insert(0, os.path.dirname(__file__))
 from lit_cuda import cuda_device_visible  # noqa: E402

@@ -228,10 +228,12 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
   std::shared_ptr<llvm::TargetMachine> host = std::move(*machine);
   ExecutionEngineOptions engineOptions;
   engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
-  engineOptions.transformer =
-      [host, optimize = makeOptimizingTransformer(/*optLevel=*/3,
-                                                  /*sizeLevel=*/0, host.get())](
-          llvm::Module *m) { return optimize(m); };
+  exe->optimizer = [host, optimize = makeOptimizingTransformer(
+                              /*optLevel=*/3,
+                              /*sizeLevel=*/0, host.get())](llvm::Module *m) {
+    return optimize(m);
+  };
+  engineOptions.transformer = exe->optimizer;
   auto engine = ExecutionEngine::create(module, engineOptions);
   if (!engine) {
     std::string msg = llvm::toString(engine.takeError());

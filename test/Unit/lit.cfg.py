@@ -20,3 +20,12 @@ from lit_cuda import cuda_device_visible  # noqa: E402
 
 if not cuda_device_visible():
     config.environment["GTEST_FILTER"] = "-*Device*"
+
+# LINFUSE_ENABLE_SANITIZERS: tests of the out-of-memory paths ask for
+# 2^62 bytes, which ASan must answer with null; oneDNN's primitives and
+# engine, which the runtime keeps for the process, are not leaks.
+if getattr(config, "linfuse_sanitizers", "").upper() in ("ON", "1", "TRUE", "YES"):
+    config.environment["ASAN_OPTIONS"] = "allocator_may_return_null=1"
+    config.environment["LSAN_OPTIONS"] = "suppressions=" + os.path.join(
+        os.path.dirname(__file__), "lsan.supp")
+    config.environment["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"

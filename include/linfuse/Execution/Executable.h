@@ -26,6 +26,10 @@
 #include <functional>
 #include <memory>
 
+namespace llvm {
+class Module;
+} // namespace llvm
+
 namespace mlir {
 class ExecutionEngine;
 namespace linfuse {
@@ -188,6 +192,11 @@ private:
                         ResultConsumer consume);
   void release(std::vector<Buffer> &buffers);
 
+  /// The LLVM optimizer the engine runs on the module. The engine holds it
+  /// as a function_ref, so it lives here, as long as the engine (a
+  /// temporary lambda left the engine a dangling reference: ASan's
+  /// stack-use-after-scope).
+  std::function<llvm::Error(llvm::Module *)> optimizer;
   std::unique_ptr<ExecutionEngine> engine;
   /// The packed entry points (`_mlir_ciface_<name>`), looked up at compile.
   llvm::StringMap<void (*)(void **)> functions;
