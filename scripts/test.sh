@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every linfuse test: lit + FileCheck and the
 # GoogleTest unit tests (one lit invocation), then the Python package's
-# pytest suite (test/python) in the project venv. This is what CI runs.
+# pytest suite (test/python) in the project venv, then the runtime's unit
+# tests under ASan + UBSan (build-asan/). This is what CI runs.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${LINFUSE_BUILD_DIR:-$ROOT/build}"
@@ -23,6 +24,16 @@ LINFUSE_BUILD_DIR="$BUILD" \
   "$VENV/bin/python" -m pytest -q -rs -p no:cacheprovider "$ROOT/test/python" \
   2>&1 | tee "$PYLOG"
 pystatus=${PIPESTATUS[0]}
+
+# The runtime (the C ABI that reads callers' arrays) under ASan + UBSan;
+# the whole lit and unit suite under them is scripts/test-sanitizers.sh
+# (about 10 more minutes, run by hand).
+echo "== runtime unit tests under ASan + UBSan (build-asan/)"
+"$ROOT/scripts/test-sanitizers.sh" --runtime > "$LOG.asan" 2>&1
+asanstatus=$?
+tail -3 "$LOG.asan"
+[ "$asanstatus" -eq 0 ] || cat "$LOG.asan"
+rm -f "$LOG.asan"
 set -e
 
 # lit pads the labels when the summary has several ("Passed     : 102").
@@ -37,4 +48,5 @@ echo "lit: ${passed:-0} passed, ${failed:-0} failed," \
   "$(( ${unsupported:-0} + ${skipped:-0} )) skipped (unsupported here: GPU-only)"
 echo "pytest: ${pypassed:-0} passed, ${pyfailed:-0} failed," \
   "${pyskipped:-0} skipped (GPU-only)"
-[ "$status" -eq 0 ] && [ "$pystatus" -eq 0 ]
+echo "sanitizers: runtime unit tests $([ "$asanstatus" -eq 0 ] && echo passed || echo FAILED)"
+[ "$status" -eq 0 ] && [ "$pystatus" -eq 0 ] && [ "$asanstatus" -eq 0 ]
