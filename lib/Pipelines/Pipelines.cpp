@@ -112,23 +112,6 @@ static void addBufferization(OpPassManager &pm) {
   pm.addPass(createReturnViewsPass());
 }
 
-/// Upstream's run-time checks of the ops that implement
-/// RuntimeVerifiableOpInterface (linalg: operand sizes agree with the loop
-/// ranges; tensor.dim, extract_slice, ...: indices in bounds), as
-/// `cf.assert`s before each op, on tensors: one check per op and call, not
-/// per element. GEMMs have been raised by then (the runtime checks their
-/// shapes itself), so the checks' extra `tensor.dim` uses cannot keep a
-/// bias-add or activation out of a GEMM's epilogue. Messages carry the
-/// reason and the op's location only (verbose-level=0).
-static void addRuntimeChecks(OpPassManager &pm) {
-  std::unique_ptr<Pass> checks = createGenerateRuntimeVerificationPass();
-  LogicalResult set = checks->initializeOptions(
-      "verbose-level=0", [](const Twine &) { return failure(); });
-  assert(succeeded(set) && "generate-runtime-verification lost its option");
-  (void)set;
-  pm.addPass(std::move(checks));
-}
-
 /// Raise GEMMs (with the target's epilogues), bufferize, and turn the GEMMs
 /// into runtime calls for `target`.
 static void addGemmsAndBuffers(OpPassManager &pm, StringRef target,
@@ -145,8 +128,12 @@ static void addGemmsAndBuffers(OpPassManager &pm, StringRef target,
     pm.addPass(createFuseElementwisePass());
     pm.addPass(createReassociateReductionsPass());
   }
+  // Run-time checks on tensors: one per op and call, not per element.
+  // GEMMs have been raised by then (the runtime checks their shapes
+  // itself), so the checks' extra `tensor.dim` uses cannot keep a bias-add
+  // or activation out of a GEMM's epilogue.
   if (runtimeChecks)
-    addRuntimeChecks(pm);
+    pm.addPass(createRuntimeChecksPass());
   addBufferization(pm);
   ConvertGemmToRuntimePassOptions runtime;
   runtime.target = target.str();

@@ -3,7 +3,7 @@
 // a buffer (this used to return rows of uninitialized memory and exit 0).
 // RUN: not linfuse-run %s --input=3x4xf32=1 --input=5x4xf32=1 2> %t.err
 // RUN: FileCheck %s --check-prefix=FAIL < %t.err && count 1 < %t.err
-// FAIL: linfuse-run: error: @main: run-time check failed at {{.*}}runtime-checks.mlir:[[# @LINE + 18]]:8: dimension #0 of input/output operand #1 is incompatible with inferred dimension size
+// FAIL: linfuse-run: error: @main: run-time check failed at {{.*}}runtime-checks.mlir:[[# @LINE + 18]]:8: dimension #0 of input/output operand #1 (argument 1 of @main) is incompatible with inferred dimension size
 // The other way round (the first operand decides the loop range).
 // RUN: not linfuse-run %s --input=5x4xf32=1 --input=3x4xf32=1 2>&1 | FileCheck %s --check-prefix=FAIL
 // Sizes that fit run as usual, with the checks and without them.

@@ -35,7 +35,7 @@ def test_mismatched_rows_raise(rows):
     a = np.ones((rows[0], 4), np.float32)
     b = np.ones((rows[1], 4), np.float32)
     with pytest.raises(linfuse.Error, match=r"^@main: run-time check failed at <input>:6:\d+: "
-                                            r"dimension #0 of input/output operand #1 is "
+                                            r"dimension #0 of input/output operand #1 \(argument 1 of @main\) is "
                                             r"incompatible with inferred dimension size$"):
         fn(a, b)
     # The failed call left nothing behind: the next one runs.

@@ -111,6 +111,27 @@ def RejectUndefinedOpsPass : Pass<"linfuse-reject-undefined-ops"> {
   }];
 }
 
+def RuntimeChecksPass : Pass<"linfuse-runtime-checks"> {
+  let summary = "Run-time checks of operand sizes and indices, naming the "
+                "function arguments involved";
+  let description = [{
+    Upstream's `generate-runtime-verification` (every op implementing
+    `RuntimeVerifiableOpInterface` emits `cf.assert`s before itself:
+    linalg ops check their operands' sizes against their loop ranges,
+    `tensor.dim`/`extract_slice`/`extract` and the memref ops their
+    indices), with messages that say which function argument an operand
+    is: "dimension #0 of input/output operand #1 (argument 1 of @main) is
+    incompatible with inferred dimension size", and the op's location.
+    The lowering pipelines run it on tensors after raising GEMMs
+    (`runtime-checks=true`, the default).
+  }];
+  let dependentDialects = ["::mlir::cf::ControlFlowDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::index::IndexDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def DeviceMemoryPass : Pass<"linfuse-device-memory", "::mlir::ModuleOp"> {
   let summary = "Host-side buffers become device buffers (CUDA target)";
   let description = [{
