@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """CPU runtime benchmark: linfuse-merged vs unfused GEMMs, beside PyTorch.
 
-For every shape and dtype (f32, bf16), one module is generated and run
-through `linfuse-run` optimized (the sibling matmuls merged into one GEMM
+For every shape and dtype (f32, bf16, f16), one module is generated and
+run through `linfuse-run` optimized (the sibling matmuls merged into one GEMM
 over the packed, concatenated weights) and with `--no-optimize` (one GEMM per
-projection); the host GEMMs run on oneDNN's matmul (Debian's libdnnl2):
+projection); the host GEMMs run on oneDNN's matmul (f32, bf16: Debian's
+libdnnl2; f16: oneDNN 3, the venv's onednn-cpu-gomp, dlopen'ed):
 
   qkv     Q/K/V with bias (nn.Linear layout, attention):
           q, k, v = x @ Wq.T + bq, x @ Wk.T + bk, x @ Wv.T + bv,   H -> H each
@@ -14,11 +15,12 @@ projection); the host GEMMs run on oneDNN's matmul (Debian's libdnnl2):
 x is [M, H] (M dynamic in the module), weights are `linfuse.weight`
 arguments: packed once (merged ones concatenated) before the timed calls,
 so a timing is the per-call work (GEMMs and epilogues), without process
-start, JIT compilation or packing. With bf16 everything is bf16 (x, weights,
-biases, results, the fill zero and the SiLU constants); linfuse-run reads
-and writes bf16 .npy files as uint16 bit patterns (converted here with
-round-to-nearest-even). Inputs are random normal (fixed seed), bf16 ones
-rounded from f32.
+start, JIT compilation or packing. With bf16 (f16) everything is bf16
+(f16): x, weights, biases, results, the fill zero and the SiLU constants;
+linfuse-run reads and writes bf16 .npy files as uint16 bit patterns
+(converted here with round-to-nearest-even), f16 ones as numpy float16
+('<f2'). Inputs are random normal (fixed seed), bf16 and f16 ones rounded
+from f32.
 
 Five variants per (kind, hidden, M, dtype), all on the same x and weights:
 
@@ -30,7 +32,10 @@ Five variants per (kind, hidden, M, dtype), all on the same x and weights:
   torch.compile     torch.compile of the separate-Linear module (Inductor,
                     config.freezing = True, config.cpp.enable_concat_linear =
                     True; a missing config name is noted in the results);
-                    compiled per shape (static), the compile call excluded
+                    compiled per shape (static), the compile call excluded;
+                    where compiling or the warm-up calls fail, the row has
+                    no torch.compile time ("n/a" in the table) and the
+                    error is kept in the row and the notes
 
 PyTorch runs in this process under torch.no_grad(), modules in .eval(),
 torch.set_num_threads(T), T = the first of $LINFUSE_NUM_THREADS,
@@ -53,19 +58,21 @@ A measurement during which other processes used more than 10 % of the
 machine is repeated (the machines are shared); linfuse-run is copied first,
 so a rebuild cannot change it mid-run. The results are checked against
 numpy: f32 against f32 numpy (relative error = max abs error / max abs
-reference, expected ~1e-6), bf16 against float64 numpy on the bf16-rounded
-inputs (relative error < 3e-2; f32 is flagged above 1e-4); failures are
-listed in the table's notes and the log, not fatal.
+reference, expected ~1e-6), bf16 and f16 against float64 numpy on the
+bf16- / f16-rounded inputs (relative error < 3e-2 for bf16, < 5e-3 for f16;
+f32 is flagged above 1e-4); failures are listed in the table's notes and the
+log, not fatal.
 
 The copy bandwidth of the machine is measured in the same run (numpy
 np.copyto of a 256 MiB f32 array, 5 samples at the start and 5 at the end,
 median) and counted the STREAM way (bytes read + bytes written). For M <= 16
 the GEMM should be bound by reading the weights: bound = weight bytes /
-bandwidth (2 bytes per element for bf16).
+bandwidth (2 bytes per element for bf16 and f16).
 
 Defaults: --kinds qkv gateup, --hidden 768 4096, --m 1 16 128, --dtypes
-f32 bf16, --reps 7, --target-s 0.75. --quick: hidden 768, M 1 and 16, 2
-reps, 0.1 s (kinds and dtypes as given, by default all: 8 rows, about 2
+f32 bf16 (f16 on request: --dtypes f16, or f32 bf16 f16), --reps 7,
+--target-s 0.75. --quick: hidden 768, M 1 and 16, 2 reps, 0.1 s (kinds and
+dtypes as given, by default both kinds, f32 and bf16: 8 rows, about 2
 minutes on 2 cores, most of it torch.compile and process starts).
 
 Run with the project venv's python (numpy, PyTorch; matplotlib, if
@@ -104,10 +111,13 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STREAM_NOTE = ("copy bandwidth counted as bytes read + bytes written "
                "(STREAM convention) of np.copyto on a 256 MiB f32 array")
-DTYPES = ("f32", "bf16")
-ELEM_BYTES = {"f32": 4, "bf16": 2}
-# Relative error (max abs error / max abs reference) allowed per dtype.
-REL_TOL = {"f32": 1e-4, "bf16": 3e-2}
+DTYPES = ("f32", "bf16", "f16")
+DEFAULT_DTYPES = ("f32", "bf16")
+ELEM_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
+# Relative error (max abs error / max abs reference) allowed per dtype. f16:
+# results rounded to f16 (2^-11 relative) and the SiLU epilogue computed in
+# f16, GEMMs accumulated in f32.
+REL_TOL = {"f32": 1e-4, "bf16": 3e-2, "f16": 5e-3}
 VARIANTS = ("linfuse_unfused", "linfuse_merged", "torch_separate",
             "torch_concat", "torch_compile")
 VARIANT_NAME = {"linfuse_unfused": "linfuse unfused",
@@ -147,20 +157,29 @@ def bf16_bits_to_f32(bits):
 
 
 def round_to_dtype(a, dtype):
-    """f32 array holding the values `dtype` can represent (bf16: RNE)."""
+    """f32 array holding the values `dtype` can represent (bf16, f16:
+    RNE)."""
     if dtype == "bf16":
         return bf16_bits_to_f32(f32_to_bf16_bits(a))
+    if dtype == "f16":
+        return np.asarray(a, dtype=np.float32).astype(np.float16).astype(
+            np.float32)
     return np.ascontiguousarray(a, dtype=np.float32)
 
 
 def save_input(path, a, dtype):
-    """.npy as linfuse-run reads it (bf16: uint16 bits)."""
-    np.save(path, f32_to_bf16_bits(a) if dtype == "bf16"
-            else np.ascontiguousarray(a, dtype=np.float32))
+    """.npy as linfuse-run reads it (bf16: uint16 bits, f16: '<f2')."""
+    if dtype == "bf16":
+        np.save(path, f32_to_bf16_bits(a))
+    elif dtype == "f16":
+        np.save(path, np.ascontiguousarray(a).astype(np.float16))
+    else:
+        np.save(path, np.ascontiguousarray(a, dtype=np.float32))
 
 
 def load_output(path):
-    """A linfuse-run result as f32 (bf16 results come as uint16 bits)."""
+    """A linfuse-run result as f32 (bf16 results come as uint16 bits, f16
+    ones as float16)."""
     a = np.load(path)
     if a.dtype == np.uint16:
         return bf16_bits_to_f32(a)
@@ -319,6 +338,16 @@ def dpkg_version(*packages):
     return "unknown"
 
 
+def onednn3_version():
+    """Version of the venv's oneDNN 3 package (linfuse-run's f16 GEMMs), if
+    this Python has it installed."""
+    try:
+        from importlib import metadata  # noqa: PLC0415
+        return f"onednn-cpu-gomp {metadata.version('onednn-cpu-gomp')}"
+    except Exception:  # noqa: BLE001 - best effort
+        return "unknown"
+
+
 def machine_info(threads):
     model, flags = cpuinfo()
     info = {
@@ -340,6 +369,7 @@ def machine_info(threads):
         "os": sh(". /etc/os-release && echo $PRETTY_NAME"),
         "python": platform.python_version(),
         "numpy": np.__version__,
+        "onednn3": onednn3_version(),
         "linfuse_commit": sh(f"git -C {REPO} rev-parse --short HEAD"),
     }
     return info
@@ -537,9 +567,9 @@ class Runner:
 
 
 def reference(kind, x, weights, dtype):
-    """The results in numpy: f32 for f32, float64 for bf16 (from the
-    bf16-rounded inputs, which `x` and `weights` already hold)."""
-    ft = np.float64 if dtype == "bf16" else np.float32
+    """The results in numpy: f32 for f32, float64 for bf16 and f16 (from the
+    rounded inputs, which `x` and `weights` already hold)."""
+    ft = np.float64 if dtype in ("bf16", "f16") else np.float32
     x = x.astype(ft)
     w = {k: v.astype(ft) for k, v in weights.items()}
     if kind == "qkv":
@@ -572,7 +602,8 @@ def calibrate(n_est_ms, target_s, n_max):
 
 
 def torch_dtype(torch, dtype):
-    return {"f32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    return {"f32": torch.float32, "bf16": torch.bfloat16,
+            "f16": torch.float16}[dtype]
 
 
 def torch_setup(kind, h, dtype, weights, threads):
@@ -657,7 +688,8 @@ def inductor_config(notes):
 
 def torch_compile(tctx, x, notes):
     """torch.compile of the separate-Linear module, compiled (first call,
-    timed separately) and warmed up; (fn, compile seconds) or (None, None)."""
+    timed separately) and warmed up; (fn, compile seconds, None) or (None,
+    None, error message)."""
     torch = tctx["torch"]
     try:
         inductor_config(notes)
@@ -669,13 +701,13 @@ def torch_compile(tctx, x, notes):
             compile_s = time.perf_counter() - t0
             for _ in range(3):
                 fn(x)
-        return fn, compile_s
+        return fn, compile_s, None
     except Exception as e:  # noqa: BLE001 - record, measure the rest
         msg = f"torch.compile failed: {type(e).__name__}: {str(e)[:300]}"
         if msg not in notes:
             notes.append(msg)
         log(f"  {msg}")
-        return None, None
+        return None, None, msg
 
 
 def time_in_process(fn, n, max_other=0.10, attempts=20):
@@ -735,6 +767,13 @@ def fmt_ratio(x, bold_below, digits=2):
     return f"**{s}**" if x < bold_below else s
 
 
+def compile_cell(r):
+    """The torch.compile time, "n/a" where it failed for the row."""
+    if r.get("torch_compile_error"):
+        return "n/a"
+    return fmt_us(r.get("torch_compile_us"))
+
+
 def row_key():
     kinds = ["qkv", "gateup"]
     return lambda r: (kinds.index(r["kind"]) if r["kind"] in kinds else 9,
@@ -746,6 +785,10 @@ def markdown(results):
     mach = results["machine"]
     tinfo = (results.get("torch") or {}).get("info")
     rows = sorted(results["rows"], key=row_key())
+    has_f16 = any(r.get("dtype") == "f16" for r in rows)
+    # The tolerances listed: f32 and bf16 always, f16 where measured.
+    tol_dtypes = [d for d in DTYPES if d in DEFAULT_DTYPES
+                  or any(r.get("dtype") == d for r in rows)]
     bw = results["copy_bandwidth_gbps"]
     flags = mach.get("cpu_flags")
     lib = results.get("linfuse_run") or {}
@@ -768,6 +811,9 @@ def markdown(results):
               else "")
            + (" (tree dirty)" if lib.get("tree_dirty") else ""),
            ]
+    if has_f16:
+        out.append("- linfuse-run f16 GEMMs: oneDNN 3, "
+                   f"{mach.get('onednn3') or 'not recorded'} (dlopen'ed)")
     torch_res = results.get("torch") or {}
     if tinfo:
         out.append(f"- PyTorch {tinfo['version']}: {tinfo['summary']}")
@@ -806,7 +852,7 @@ def markdown(results):
             f"| {fmt_us(r['unfused_us'])} | {fmt_us(r['merged_us'])} "
             f"| {fmt_us(r.get('torch_separate_us'))} "
             f"| {fmt_us(r.get('torch_concat_us'))} "
-            f"| {fmt_us(r.get('torch_compile_us'))} "
+            f"| {compile_cell(r)} "
             f"| {fmt_ratio(r['ratio'], 0.98, 3)} "
             f"| {fmt_ratio(r.get('best_eager_over_merged'), 1.0)} "
             f"| {fmt_ratio(r.get('compile_over_merged'), 1.0)} "
@@ -814,9 +860,11 @@ def markdown(results):
             + bound)
     bad = numerics_failures(results)
     out += ["", "Numerics (max abs error / max abs reference; f32 against "
-            "f32 numpy, bf16 against float64 numpy on the bf16 inputs): "
+            "f32 numpy, bf16 against float64 numpy on the bf16 inputs"
+            + (", f16 against float64 numpy on the f16 inputs" if has_f16
+               else "") + "): "
             + ("all within " + ", ".join(
-                f"{REL_TOL[d]:g} ({d})" for d in DTYPES) if not bad else
+                f"{REL_TOL[d]:g} ({d})" for d in tol_dtypes) if not bad else
                "**outside the tolerance:** " + "; ".join(bad)) + "."]
     return "\n".join(out) + "\n"
 
@@ -853,7 +901,7 @@ def plot(results, path):
     ymin = min([r["pair_ratio_quartiles"][0] for r in rows] + [0.9])
     for ax, h in zip(axes[0], hiddens):
         for kind, marker in (("qkv", "o"), ("gateup", "s")):
-            for dtype, ls in zip(dtypes, ("-", "--")):
+            for dtype, ls in zip(dtypes, ("-", "--", ":")):
                 pts = sorted((r["m"], r["ratio"], r["pair_ratio_quartiles"])
                              for r in rows
                              if r["hidden"] == h and r["kind"] == kind
@@ -897,15 +945,16 @@ def main():
                     help="results folder (created)")
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: hidden 768, M 1 and 16, 2 reps, short "
-                         "measurements (both dtypes unless --dtypes)")
+                         "measurements (f32 and bf16 unless --dtypes)")
     ap.add_argument("--linfuse-run",
                     default=os.path.join(REPO, "build/bin/linfuse-run"))
     ap.add_argument("--hidden", type=int, nargs="+", default=[768, 4096])
     ap.add_argument("--m", type=int, nargs="+", default=[1, 16, 128])
     ap.add_argument("--kinds", nargs="+", default=["qkv", "gateup"],
                     choices=["qkv", "gateup"])
-    ap.add_argument("--dtypes", nargs="+", default=list(DTYPES),
-                    choices=list(DTYPES))
+    ap.add_argument("--dtypes", nargs="+", default=list(DEFAULT_DTYPES),
+                    choices=list(DTYPES),
+                    help="f32, bf16, f16 (default: f32 bf16)")
     ap.add_argument("--reps", type=int, default=7,
                     help="reps per shape, each measuring every variant once")
     ap.add_argument("--target-s", type=float, default=0.75,
@@ -1144,8 +1193,10 @@ def bench_shape(runner, kind, h, m, dtype, module, weights, wpaths, rng,
     if tctx is not None:
         torch = tctx["torch"]
         xt = torch.from_numpy(x).to(tctx["dtype"])
-        compiled, compile_s = torch_compile(tctx, xt, notes)
+        compiled, compile_s, compile_err = torch_compile(tctx, xt, notes)
         extra["torch_compile_first_call_s"] = compile_s
+        if compile_err:
+            extra["torch_compile_error"] = compile_err
         mods = {"torch_separate": tctx["separate"],
                 "torch_concat": tctx["concat"]}
         if compiled is not None:

@@ -141,9 +141,11 @@ struct Operands {
 /// Fills `ops` for C = op(A) op(B) (+ bias); false where oneDNN is not to
 /// be asked (nothing is read or written then): a strided bias, strides a
 /// descriptor cannot hold, 2^40 elements or more.
+/// `vectorKernel`: at M = 1, describe B the way that leads oneDNN 2 to its
+/// gemm:jit kernels (Layout::of).
 bool describeOperands(const GemmMatrix &a, bool transA, const GemmMatrix &b,
                       bool transB, const GemmMatrix *bias, const GemmMatrix &c,
-                      Operands &ops);
+                      Operands &ops, bool vectorKernel = true);
 
 } // namespace linfuse::runtime
 

@@ -150,9 +150,11 @@ int linfuse::runtime::configuredThreads() {
 bool linfuse::runtime::describeOperands(const GemmMatrix &a, bool transA,
                                         const GemmMatrix &b, bool transB,
                                         const GemmMatrix *bias,
-                                        const GemmMatrix &c, Operands &ops) {
+                                        const GemmMatrix &c, Operands &ops,
+                                        bool vectorKernel) {
   ops.a = Layout::of(a, transA);
-  ops.b = Layout::of(b, transB, /*vectorKernel=*/ops.a.dims[1] == 1);
+  ops.b = Layout::of(b, transB,
+                     /*vectorKernel=*/vectorKernel && ops.a.dims[1] == 1);
   ops.c = Layout::of(c, false);
   if (bias) {
     // The N bias values, broadcast over batch and rows. oneDNN 2.6 accepts

@@ -72,3 +72,19 @@ def test_without_onednn3_f16_is_widened_with_the_same_results():
     errors, calls, fallback = json.loads(out.splitlines()[-1])
     assert calls == len(CASES) and fallback == len(CASES), (calls, fallback)
     assert max(errors) < 2e-3, errors
+
+
+def test_f16_never_runs_on_onednn_reference_kernels():
+    # oneDNN 3.2 answers an f16 matmul bias (and `cab`-described weights at
+    # M = 1) with its reference kernel, 1000x slower than brgemm: the bias
+    # goes in as a binary post-op instead, and a reference kernel is never
+    # used (the widening path takes the problem then).
+    code = ("import sys; sys.path.insert(0, %r); import test_f16_gemm as t; t.run_cases()"
+            % os.path.dirname(__file__))
+    env = dict(os.environ, ONEDNN_VERBOSE="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    executed = [l for l in out.splitlines() if l.startswith("onednn_verbose") and ",exec," in l
+                and ",matmul," in l]
+    assert executed, out[-2000:]
+    assert not [l for l in executed if ",ref:" in l], executed
