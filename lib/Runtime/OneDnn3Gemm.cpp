@@ -189,8 +189,7 @@ struct Entry {
   v3::Handle a = nullptr, b = nullptr, c = nullptr, bias = nullptr;
 };
 
-std::mutex cacheMutex;
-std::unordered_map<Key, Entry, BytesHash<Key>> cache; // guarded by cacheMutex
+PrimitiveCache<Key, Entry> cache;
 
 v3::Handle describe(const Layout &l, int32_t dtype) {
   v3::Handle md = nullptr;
@@ -246,13 +245,7 @@ Entry create(const Key &key) {
   return e;
 }
 
-const Entry &lookup(const Key &key) {
-  std::lock_guard<std::mutex> lock(cacheMutex);
-  auto it = cache.find(key);
-  if (it == cache.end())
-    it = cache.emplace(key, create(key)).first;
-  return it->second;
-}
+const Entry &lookup(const Key &key) { return cache.lookup(key, create); }
 
 /// This thread's stream (streams are not thread-safe).
 v3::Handle stream() {

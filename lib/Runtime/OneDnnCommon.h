@@ -14,6 +14,9 @@
 
 #include <dlfcn.h>
 
+#include <mutex>
+#include <unordered_map>
+
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -130,6 +133,25 @@ template <typename T> struct BytesHash {
       h = (h ^ p[i]) * 1099511628211ull;
     return size_t(h);
   }
+};
+
+/// Primitives by problem, shared by all threads: made by `create` on first
+/// use, kept for the process (a model has few distinct problems per size,
+/// and a primitive is small next to the weights it multiplies).
+template <typename Key, typename Entry> class PrimitiveCache {
+public:
+  template <typename Create>
+  const Entry &lookup(const Key &key, Create &&create) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = entries.find(key);
+    if (it == entries.end())
+      it = entries.emplace(key, create(key)).first;
+    return it->second;
+  }
+
+private:
+  std::mutex mutex;
+  std::unordered_map<Key, Entry, BytesHash<Key>> entries; // guarded by mutex
 };
 
 /// What both paths key a primitive on besides types and epilogue.

@@ -238,10 +238,7 @@ struct Entry {
   dnnl_primitive_t reorderB = nullptr;
 };
 
-std::mutex cacheMutex;
-/// Never shrinks: a model has few distinct problems per size, and a
-/// primitive is small next to the weights it multiplies.
-std::unordered_map<Key, Entry, BytesHash<Key>> cache; // guarded by cacheMutex
+PrimitiveCache<Key, Entry> cache;
 
 /// `l` as a 3-d descriptor, or as a 2-d one without its batch dimension
 /// (`matrix`: oneDNN chooses blocked weight layouts only for 2-d matmuls;
@@ -422,13 +419,7 @@ dnnl_memory_t packedWeight(const Key &key, const Entry &entry, void *data,
   return to;
 }
 
-const Entry &lookup(const Key &key) {
-  std::lock_guard<std::mutex> lock(cacheMutex);
-  auto it = cache.find(key);
-  if (it == cache.end())
-    it = cache.emplace(key, create(key)).first;
-  return it->second;
-}
+const Entry &lookup(const Key &key) { return cache.lookup(key, create); }
 
 } // namespace
 
