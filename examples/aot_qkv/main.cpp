@@ -6,7 +6,8 @@
 //   ./qkv
 //
 // It packs the weights once (@main__pack), runs @main on a batch of 5 rows,
-// and compares Q, K and V with a plain loop.
+// compares Q, K and V with a plain loop, and shows a call with a wrong
+// shape returning an error.
 
 #include "libqkv.h"
 #include "linfuse/Runtime/Runtime.h"
@@ -65,13 +66,21 @@ int main() {
   main__pack_results packed;
   _mlir_ciface_main__pack(&packed, &wq.view, &bq.view, &wk.view, &bk.view,
                           &wv.view, &bv.view);
-  // Per call: one GEMM, three slices.
+  // Per call: one GEMM, three slices. linfuse_call_main is
+  // _mlir_ciface_main with the shapes checked and an error code instead of
+  // an abort when sizes do not fit.
   main_results qkv;
-  _mlir_ciface_main(&qkv, &x.view, &packed.r0, &packed.r1);
-  if (linfuse_last_error() != LINFUSE_OK) {
-    std::fprintf(stderr, "runtime error: %s\n", linfuse_last_error_message());
+  if (linfuse_call_main(&qkv, &x.view, &packed.r0, &packed.r1) != LINFUSE_OK) {
+    std::fprintf(stderr, "error: %s\n", linfuse_last_error_message());
     return 1;
   }
+  // A batch whose rows do not match its shape's promise is refused, not
+  // read past: x's K (64) is static in the signature.
+  Matrix wrong(5, 63, 0.1f);
+  main_results unused;
+  if (linfuse_call_main(&unused, &wrong.view, &packed.r0, &packed.r1) !=
+      LINFUSE_OK)
+    std::printf("refused: %s\n", linfuse_last_error_message());
   linfuse_runtime_stats stats;
   linfuse_get_stats(&stats);
 

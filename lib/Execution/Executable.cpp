@@ -16,7 +16,6 @@
 
 #include <dlfcn.h>
 
-#include <csetjmp>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -87,58 +86,6 @@ static void makeRuntimeVisibleToJit() {
     llvm::sys::DynamicLibrary::LoadLibraryPermanently(info.dli_fname);
 }
 
-namespace {
-/// Where a failed `cf.assert` in the compiled code goes (see call()). The
-/// LLVM lowering of cf.assert calls puts(message) and then abort(); in the
-/// JIT both resolve to these functions, which turn the failure into an
-/// error of the call instead of ending the process. AOT libraries
-/// (linfuse-compile) keep the C library's.
-struct AssertTrap {
-  jmp_buf *env = nullptr;
-  std::string message;
-};
-thread_local AssertTrap assertTrap;
-
-extern "C" int linfuseJitPuts(const char *message) {
-  assertTrap.message = message ? message : "";
-  return 0;
-}
-
-/// A failed check's message on one line. Upstream's run-time verification
-/// writes "ERROR: Runtime op verification failed\n^ <reason>\nLocation:
-/// loc(<where>)"; that becomes "run-time check failed at <where>: <reason>".
-/// Other assertions (the input's own cf.assert) keep their text, newlines
-/// turned into "; ".
-std::string oneLineAssertion(llvm::StringRef message) {
-  llvm::SmallVector<llvm::StringRef> lines;
-  message.trim().split(lines, '\n', -1, /*KeepEmpty=*/false);
-  llvm::StringRef reason, where;
-  for (llvm::StringRef line : lines) {
-    if (line.consume_front("^ "))
-      reason = line.trim();
-    else if (line.consume_front("Location: loc(") && line.consume_back(")"))
-      where = line;
-  }
-  if (!reason.empty() && !where.empty()) {
-    std::string loc = where.str();
-    // loc("file.mlir":5:8) -> file.mlir:5:8
-    if (loc.size() > 1 && loc.front() == '"') {
-      size_t close = loc.find('"', 1);
-      if (close != std::string::npos)
-        loc = loc.substr(1, close - 1) + loc.substr(close + 1);
-    }
-    return "run-time check failed at " + loc + ": " + reason.str();
-  }
-  return "an assertion in the compiled code failed: " + llvm::join(lines, "; ");
-}
-
-extern "C" [[noreturn]] void linfuseJitAbort() {
-  if (assertTrap.env)
-    std::longjmp(*assertTrap.env, 1);
-  std::abort();
-}
-} // namespace
-
 llvm::Expected<std::unique_ptr<Executable>>
 Executable::compile(ModuleOp module, llvm::StringRef entry,
                     const CompileOptions &options) {
@@ -179,7 +126,8 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
   if (options.optimize) {
     if (options.progress)
       options.progress("optimize");
-    if (llvm::Error err = optimizeModule(module, anyWeight, options.report))
+    if (llvm::Error err = optimizeModule(
+            module, anyWeight, options.lower.runtimeChecks, options.report))
       return std::move(err);
     fn = module.lookupSymbol<func::FuncOp>(entry);
     if (auto pack = fn->getAttrOfType<FlatSymbolRefAttr>(kPackFunctionAttr)) {
@@ -234,22 +182,13 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
     return optimize(m);
   };
   engineOptions.transformer = exe->optimizer;
+  routeAssertionsToRuntime(module);
   auto engine = ExecutionEngine::create(module, engineOptions);
   if (!engine) {
     std::string msg = llvm::toString(engine.takeError());
     return makeError("JIT compilation failed: " + msg);
   }
   exe->engine = std::move(*engine);
-  exe->engine->registerSymbols([](llvm::orc::MangleAndInterner interner) {
-    llvm::orc::SymbolMap symbols;
-    symbols[interner("puts")] = {
-        llvm::orc::ExecutorAddr::fromPtr(&linfuseJitPuts),
-        llvm::JITSymbolFlags::Exported};
-    symbols[interner("abort")] = {
-        llvm::orc::ExecutorAddr::fromPtr(&linfuseJitAbort),
-        llvm::JITSymbolFlags::Exported};
-    return symbols;
-  });
   // The JIT generates machine code on the first lookup: do it here, so that
   // compile() includes code generation (for weights embedded as constants,
   // most of the time) and the first call is as fast as the next ones.
@@ -608,23 +547,13 @@ llvm::Error Executable::call(llvm::StringRef name,
   void (*function)(void **) = functions.lookup(name);
   if (!function)
     return makeError("@" + name + " was not compiled");
-  // A failed cf.assert longjmps back here (see linfuseJitAbort): only JIT
-  // frames, which own nothing to destroy, lie in between. What the call
-  // allocated so far is leaked.
-  jmp_buf env;
-  jmp_buf *outer = assertTrap.env;
-  assertTrap.env = &env;
-  if (setjmp(env) != 0) {
-    assertTrap.env = outer;
-#ifdef LINFUSE_ENABLE_CUDA
-    // The function's end, which would have ended a CUDA graph capture or
-    // replay, was not reached.
-    linfuse_cuda_function_abandon();
-#endif
-    return makeError("@" + name + ": " + oneLineAssertion(assertTrap.message));
+  // A failed run-time check ends the call with an error instead of the
+  // process (see linfuse_call): its results were never written.
+  if (linfuse_call(function, packedArgs.data()) == LINFUSE_ERROR_CHECK_FAILED) {
+    std::string message = linfuse_last_error_message();
+    linfuse_clear_error();
+    return makeError("@" + name + ": " + message);
   }
-  function(packedArgs.data());
-  assertTrap.env = outer;
 
   // A result that is (a view of) an input is not ours to free, and results
   // may share a buffer (a value returned twice, slices of one merged GEMM):

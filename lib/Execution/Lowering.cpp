@@ -4,6 +4,8 @@
 #include "linfuse/Pipelines/Pipelines.h"
 #include "linfuse/Tools/ModuleLoading.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 
@@ -44,9 +46,11 @@ runPasses(ModuleOp module, const llvm::Twine &what, PassReport *report,
 }
 
 llvm::Error mlir::linfuse::optimizeModule(ModuleOp module, bool liftWeights,
+                                          bool entryChecks,
                                           PassReport *report) {
   OptimizePipelineOptions options;
   options.liftWeights = liftWeights;
+  options.entryChecks = entryChecks;
   return optimizeModule(module, options, report);
 }
 
@@ -116,4 +120,25 @@ llvm::Error mlir::linfuse::runPipeline(ModuleOp module,
                   "': " + llvm::StringRef(message).trim().split('\n').first);
         return llvm::Error::success();
       });
+}
+
+void mlir::linfuse::routeAssertionsToRuntime(ModuleOp module) {
+  // cf.assert's LLVM lowering declares these two and calls puts(message),
+  // then abort(). Only the module's own symbols: a gpu.module's are the
+  // device's.
+  SymbolTable symbols(module);
+  for (auto [libc, runtime] :
+       {std::pair<StringRef, StringRef>{"puts", "linfuse_assert_message"},
+        {"abort", "linfuse_assert_abort"}}) {
+    auto fn = symbols.lookup<LLVM::LLVMFuncOp>(libc);
+    if (!fn || !fn.isExternal())
+      continue;
+    if (symbols.lookup(runtime)) {
+      if (succeeded(SymbolTable::replaceAllSymbolUses(
+              fn, StringAttr::get(module.getContext(), runtime), module)))
+        fn.erase();
+      continue;
+    }
+    (void)symbols.rename(fn, runtime);
+  }
 }

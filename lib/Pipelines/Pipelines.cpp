@@ -77,6 +77,14 @@ void mlir::linfuse::buildOptimizePipeline(
   // canonicalizes as it goes and drops private functions left unused.
   if (onModule)
     pm.addPass(createInlinerPass());
+  // After inlining, so that the checks name the public function's
+  // arguments; before any rewrite that drops a relation.
+  if (options.entryChecks) {
+    if (onModule)
+      pm.addNestedPass<func::FuncOp>(createEntryChecksPass());
+    else
+      pm.addPass(createEntryChecksPass());
+  }
   pm.addPass(createCSEPass());
   pm.addPass(createFoldMatmulChainsPass());
   pm.addPass(createMergeParallelMatmulsPass());

@@ -16,7 +16,7 @@
 #include <cstring>
 
 namespace {
-constexpr size_t kMessageSize = 512;
+constexpr size_t kMessageSize = 1024;
 
 thread_local int32_t errorStatus = LINFUSE_OK;
 thread_local char errorMessage[kMessageSize];

@@ -2,6 +2,8 @@
 Python exception naming the op's location, never a read past a buffer; ops
 that verify but are undefined are compile errors."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -35,11 +37,35 @@ def test_mismatched_rows_raise(rows):
     a = np.ones((rows[0], 4), np.float32)
     b = np.ones((rows[1], 4), np.float32)
     with pytest.raises(linfuse.Error, match=r"^@main: run-time check failed at <input>:6:\d+: "
-                                            r"dimension #0 of input/output operand #1 \(argument 1 of @main\) is "
-                                            r"incompatible with inferred dimension size$"):
+                                            r"dimension #0 of operand #1 \(dimension #0 of argument 1 of @main\) "
+                                            r"differs from dimension #0 of operand #0 \(dimension #0 of argument 0 "
+                                            r"of @main\) of linalg.add, which iterate together$"):
         fn(a, b)
     # The failed call left nothing behind: the next one runs.
     np.testing.assert_array_equal(fn(a, a), 2 * a)
+
+
+# x1·W and x2·W with both outputs sized by x1's rows.
+SHARED_WEIGHT = (Path(__file__).parents[1] / "Tools" / "Inputs" / "shared-weight.mlir").read_text()
+
+
+def test_merge_keeps_the_input_programs_relations():
+    """Merged, x1·W and x2·W are one GEMM over concat(x1, x2), which would
+    run with any row counts; the program sized both outputs by x1's rows,
+    so a call with other rows for x2 is refused as the unmerged one is."""
+    module = linfuse.compile(SHARED_WEIGHT)
+    fn = module["main"]
+    rng = np.random.default_rng(0)
+    x1 = rng.standard_normal((2, 4), dtype=np.float32)
+    w = rng.standard_normal((4, 3), dtype=np.float32)
+    with pytest.raises(linfuse.Error, match=r"^@main: run-time check failed at <input>:11:\d+: dimension #0 of "
+                                            r"operand #2 \(dimension #0 of argument 0 of @main\) differs from "
+                                            r"dimension #0 of operand #0 \(dimension #0 of argument 1 of @main\)"):
+        fn(x1, np.ones((3, 4), np.float32), w)
+    x2 = rng.standard_normal((2, 4), dtype=np.float32)
+    a, b = fn(x1, x2, w)
+    np.testing.assert_allclose(a, x1 @ w, rtol=1e-5)
+    np.testing.assert_allclose(b, x2 @ w, rtol=1e-5)
 
 
 def test_checks_can_be_turned_off():

@@ -132,6 +132,33 @@ def RuntimeChecksPass : Pass<"linfuse-runtime-checks"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def EntryChecksPass : Pass<"linfuse-entry-checks", "::mlir::func::FuncOp"> {
+  let summary = "Check at function entry the size relations the program "
+                "implies, before optimizations remove them";
+  let description = [{
+    A linalg op relates its operands' sizes: each loop dimension has one
+    extent, so every operand dimension indexed by it must have that size.
+    The optimizer may rewrite the ops that implied a relation into ones
+    that no longer need it (two matmuls of one weight on inputs of
+    different row counts become one GEMM over their concatenation, which
+    runs), so the run-time checks of the lowering, which see the optimized
+    program, would let a call through that the input program forbids.
+
+    This pass, run first by `--linfuse-optimize{entry-checks=true}` (which
+    linfuse-run, `linfuse.compile` and linfuse-compile use while run-time
+    checks are on), states those relations as `cf.assert`s at the start of
+    the function: for every linalg op in the function's entry block, every
+    pair of operand dimensions that share a loop dimension and whose sizes
+    are not provably equal, both sizes are expressed in the function
+    arguments' sizes (ValueBoundsOpInterface) and compared. Sizes that do
+    not reduce to argument sizes (data-dependent ones, ops inside loops or
+    branches) are left to the lowering's checks. Static shapes add nothing.
+  }];
+  let dependentDialects = ["::mlir::cf::ControlFlowDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def DeviceMemoryPass : Pass<"linfuse-device-memory", "::mlir::ModuleOp"> {
   let summary = "Host-side buffers become device buffers (CUDA target)";
   let description = [{

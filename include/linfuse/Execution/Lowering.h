@@ -25,9 +25,11 @@ enum class Target { CPU, CUDA };
 llvm::Expected<Target> parseTarget(llvm::StringRef name);
 
 /// --linfuse-optimize, lifting weight packing when `liftWeights` (functions
-/// with `linfuse.weight` arguments get `@f__pack`). With `report`, what the
-/// passes did is added to it.
-llvm::Error optimizeModule(ModuleOp module, bool liftWeights,
+/// with `linfuse.weight` arguments get `@f__pack`) and asserting the input
+/// program's size relations at function entry when `entryChecks` (what the
+/// drivers do while run-time checks are on). With `report`, what the passes
+/// did is added to it.
+llvm::Error optimizeModule(ModuleOp module, bool liftWeights, bool entryChecks,
                            PassReport *report = nullptr);
 llvm::Error optimizeModule(ModuleOp module,
                            const OptimizePipelineOptions &options,
@@ -51,6 +53,13 @@ struct LowerOptions {
 llvm::Error lowerModule(ModuleOp module, Target target,
                         PassReport *report = nullptr,
                         const LowerOptions &options = {});
+
+/// Makes the LLVM-dialect `module`'s failed cf.asserts call
+/// liblinfuse_runtime (linfuse_assert_message / linfuse_assert_abort)
+/// instead of libc's puts and abort, so that inside linfuse_call a failed
+/// run-time check is an error of the call, not the end of the process. The
+/// drivers call it just before code generation (JIT and linfuse-compile).
+void routeAssertionsToRuntime(ModuleOp module);
 
 /// Any textual pass pipeline on the module, as mlir-opt's --pass-pipeline
 /// takes it ("builtin.module(inline, func.func(cse))") or as the passes

@@ -27,6 +27,15 @@ struct OptimizePipelineOptions
           "packed weights instead (changes its signature; needs the "
           "pipeline anchored on builtin.module)"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> entryChecks{
+      *this, "entry-checks",
+      llvm::cl::desc(
+          "Start with --linfuse-entry-checks: the size relations of the "
+          "input program's ops become cf.asserts at function entry, so a "
+          "call the input program forbids fails even where the optimized "
+          "program would run it (the drivers turn this on with their "
+          "run-time checks)"),
+      llvm::cl::init(false)};
 };
 
 /// Everything target-independent: canonicalize, cse and linfuse's graph

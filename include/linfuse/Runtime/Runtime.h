@@ -44,6 +44,9 @@ typedef enum linfuse_status {
   LINFUSE_ERROR_OUT_OF_MEMORY = 3,
   LINFUSE_ERROR_NO_DEVICE = 4, /* no CUDA device / driver */
   LINFUSE_ERROR_BACKEND = 5,   /* CUDA, cuBLAS(Lt) or BLAS failure */
+  LINFUSE_ERROR_CHECK_FAILED = 6, /* a run-time check (or an assertion of
+                                     the program) failed: the arguments do
+                                     not fit the function */
 } linfuse_status;
 
 /* Element type codes. */
@@ -129,6 +132,42 @@ LINFUSE_GEMM_TYPE_COMBINATIONS(LINFUSE_DECLARE_CPU_GEMM)
 LINFUSE_RUNTIME_EXPORT int32_t linfuse_last_error(void);
 LINFUSE_RUNTIME_EXPORT const char *linfuse_last_error_message(void);
 LINFUSE_RUNTIME_EXPORT void linfuse_clear_error(void);
+
+/* Calling compiled functions so that a failed run-time check is an error
+ * of the call, not the end of the process.
+ *
+ * linfuse_call runs fn(args) (the JIT's packed form of a function, or a
+ * thunk that unpacks `args` for a library's _mlir_ciface_<fn>; the headers
+ * of linfuse-compile define linfuse_call_<fn> that way) after clearing this
+ * thread's error, and returns LINFUSE_OK or the first error the call
+ * recorded. A failed cf.assert in the compiled code (the run-time checks of
+ * the lowerings, or the program's own) ends the call there: the status is
+ * LINFUSE_ERROR_CHECK_FAILED and the message one line, "run-time check
+ * failed at <file:line:col>: <reason>". What the call allocated before the
+ * failed check is leaked, and its results are not written. Calls nest; each
+ * thread has its own.
+ *
+ * linfuse_assert_message and linfuse_assert_abort are what the drivers
+ * (linfuse-run, linfuse.compile, linfuse-compile) make cf.assert's lowering
+ * call instead of libc's puts and abort. Outside linfuse_call, a failed
+ * check prints its message to stderr and aborts, like upstream's lowering.
+ */
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_call(void (*fn)(void **), void **args);
+LINFUSE_RUNTIME_EXPORT void linfuse_assert_message(const char *message);
+LINFUSE_RUNTIME_EXPORT void linfuse_assert_abort(void)
+    __attribute__((noreturn));
+
+/* Checks the sizes of argument `argument` of `function` (rank `rank`,
+ * `sizes` from its descriptor) against `expected` (-1 where the function
+ * takes any size): compiled code trusts the static sizes of its types and
+ * does not read them from descriptors, so a C caller passing another shape
+ * would make it read past a buffer. Returns LINFUSE_OK, or records and
+ * returns LINFUSE_ERROR_INVALID_ARGUMENT ("@main: argument 0 is 5x63, but
+ * @main takes ?x64"). The linfuse_call_<fn> of linfuse-compile's headers
+ * call it for every argument; negative sizes are refused too. */
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_check_argument_sizes(
+    const char *function, int32_t argument, int64_t rank,
+    const int64_t *sizes, const int64_t *expected);
 
 /* Frees the host backend's reordered copies of LINFUSE_GEMM_CONSTANT_B
  * weights (all of them, made again on next use). Call it whenever weights
