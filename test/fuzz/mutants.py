@@ -7,7 +7,7 @@ constants), a dimension made dynamic or static, an element type swapped, a
 line deleted or duplicated, two operands swapped, an SSA name replaced by
 another. Each mutant goes through
 
-  linfuse-opt --linfuse-optimize                       (and with lift-weights)
+  linfuse-opt --linfuse-optimize                       (and with lift-weights, entry-checks)
   linfuse-opt --linfuse-optimize --linfuse-lower-to-cpu
 
 and, when its @main (or only public function) takes static-shaped f32
@@ -145,7 +145,7 @@ def static_f32_inputs(text):
 def check(mutant, tools, timeout):
     opt, runner = tools
     results = []
-    for args in (["--linfuse-optimize"], ["--linfuse-optimize=lift-weights=true"],
+    for args in (["--linfuse-optimize"], ["--linfuse-optimize=lift-weights=true entry-checks=true"],
                  ["--linfuse-optimize", "--linfuse-lower-to-cpu"]):
         outcome, out = run([opt, "-"] + args + ["-o", "/dev/null"], mutant, timeout)
         results.append((" ".join(args), outcome, out))
