@@ -56,7 +56,8 @@ def main():
     torch.manual_seed(0)
     block = Block(args.hidden, args.inter).eval()
     x0 = torch.randn(4, args.hidden)
-    _, imported = lt.export_and_import(block, (x0,), dynamic_shapes={"x": {0: Dim("m")}})
+    _, imported = lt.export_and_import(block, (x0,), dynamic_shapes={"x": {0: Dim("m")}},
+                                       weights="constants")
     ir = imported.ir
     fns = {"checks": linfuse.compile(ir)[imported.func_name],
            "no checks": linfuse.compile(ir, runtime_checks=False)[imported.func_name]}

@@ -383,3 +383,53 @@ def test_layer_norm_folds_into_the_projections():
             want = model(x)
         for got, ref in zip(compiled(x), want):
             assert rel_err(got, ref) < 1e-5
+
+
+def test_weights_are_arguments_packed_once_and_again_after_a_change():
+    """Issue 19: by default parameters are `linfuse.weight` arguments, not
+    constants: packed from the model's tensors on the first call, again
+    only after one changes in place."""
+    torch.manual_seed(0)
+    model = LlamaStack(layers=2).eval()
+    x = torch.randn(5, 64)
+    compiled = lt.compile(model, (x,), dynamic_shapes=({0: Dim("m")},))
+    assert "dense_resource" not in compiled.ir
+    assert compiled.ir.count("{linfuse.weight}") == 6
+    assert len(compiled.imported.weight_targets) == 6
+    assert compiled.imported.weight_targets[0] == "layers.0.gate.weight"
+    with torch.no_grad():
+        assert rel_err(compiled(x), model(x)) < 1e-5
+        assert rel_err(compiled(x[:3]), model(x[:3])) < 1e-5
+        assert compiled.packs == 1
+        # Still merged: gate/up per layer over the packed weights.
+        assert len(compiled.report.merges) == 2
+        model.layers[1].up.weight.mul_(2)
+        assert rel_err(compiled(x), model(x)) < 1e-5
+        assert compiled.packs == 2
+        compiled(x)
+        assert compiled.packs == 2
+
+
+def test_weights_as_constants_on_request():
+    torch.manual_seed(0)
+    model = LlamaStack(layers=2).eval()
+    x = torch.randn(5, 64)
+    compiled = lt.compile(model, (x,), weights="constants")
+    assert "dense_resource" in compiled.ir and "linfuse.weight" not in compiled.ir
+    with torch.no_grad():
+        assert rel_err(compiled(x), model(x)) < 1e-5
+    assert compiled.packs == 0
+    with pytest.raises(ValueError, match="weights must be 'arguments' or 'constants'"):
+        lt.compile(model, (x,), weights="files")
+
+
+def test_module_size_does_not_grow_with_weight_bytes():
+    """The imported module carries the weights' shapes, not their bytes:
+    64x wider layers (4096x the weight bytes) give a module of the same
+    size, so import, optimize, lower and JIT do not grow with the bytes."""
+    small = lt.export_and_import(LlamaStack(layers=3, hidden=16, inter=32).eval(),
+                                 (torch.randn(2, 16),))[1].ir
+    large = lt.export_and_import(LlamaStack(layers=3, hidden=1024, inter=2048).eval(),
+                                 (torch.randn(2, 1024),))[1].ir
+    assert len(small) < 20000
+    assert abs(len(large) - len(small)) < 0.05 * len(small)

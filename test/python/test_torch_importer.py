@@ -28,7 +28,12 @@ THIS = Path(__file__).name
 
 from linfuse.torch import importer  # noqa: E402
 
-import_program = importer.import_program
+# These tests read the imported module as a self-contained program
+# (linfuse-opt, linfuse-run on the inputs alone): weights embedded. The
+# default, weights as `linfuse.weight` arguments, is tested at the end.
+def import_program(ep, **kw):
+    return importer.import_program(ep, **{"weights": "constants", **kw})
+
 UnsupportedOperatorError = importer.UnsupportedOperatorError
 
 # Relative tolerances (scaled by the largest |reference| value for the

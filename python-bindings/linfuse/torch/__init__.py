@@ -51,17 +51,19 @@ def export(model: torch.nn.Module, example_inputs: Sequence[Any] = (),
 
 def export_and_import(model: torch.nn.Module, example_inputs: Sequence[Any] = (),
                       example_kwargs: dict | None = None, *,
-                      dynamic_shapes=None) -> tuple[torch.export.ExportedProgram,
-                                                     ImportedProgram]:
-    """`torch.export` + import: the exported program and its MLIR."""
+                      dynamic_shapes=None, weights: str = "arguments"
+                      ) -> tuple[torch.export.ExportedProgram, ImportedProgram]:
+    """`torch.export` + import: the exported program and its MLIR
+    (`weights` as for `import_program`)."""
     ep = export(model, example_inputs, example_kwargs, dynamic_shapes=dynamic_shapes)
-    return ep, import_program(ep)
+    return ep, import_program(ep, weights=weights)
 
 
 def compile(model: torch.nn.Module, example_inputs: Sequence[Any] = (),
             example_kwargs: dict | None = None, *, dynamic_shapes=None,
             target: str = "cpu", optimize: bool = True,
-            strict: bool = False) -> CompiledModule | PartitionedModule:
+            strict: bool = False,
+            weights: str = "arguments") -> CompiledModule | PartitionedModule:
     """Exports `model` on `example_inputs` (and `example_kwargs`), imports,
     optimizes and compiles it.
 
@@ -78,6 +80,13 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[Any] = (),
     `{"x": {0: torch.export.Dim("batch")}}` for a dynamic batch.
     `optimize=False` compiles without linfuse's merging and folding (the
     reference). Raises `linfuse.Error` when compilation fails.
+
+    `weights="arguments"` (the default) keeps parameters and buffers out
+    of the compiled code: they are `linfuse.weight` arguments, packed
+    (concatenated, folded) from the model's own tensors on the first call
+    and again only after one changes, so compile time and memory do not
+    grow with their bytes. `weights="constants"` embeds them in the module
+    (the code is then self-contained, compiled for these exact values).
     """
     timings = {}
     start = time.perf_counter()
@@ -85,7 +94,7 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[Any] = (),
     timings["export"] = time.perf_counter() - start
     start = time.perf_counter()
     try:
-        imported = import_program(ep)
+        imported = import_program(ep, weights=weights)
     except UnsupportedOperatorError:
         if strict:
             raise

@@ -6,9 +6,12 @@ tensors, written with upstream dialects only (``func``, ``arith``, ``math``,
 
 * user inputs become the function's arguments (``?`` where ``torch.export``
   made a dimension dynamic), the flat user outputs its results;
-* parameters, buffers and lifted constants become
+* parameters, buffers and lifted constants become ``linfuse.weight``
+  arguments after the inputs (``weights="arguments"``, the default: the
+  module carries their shapes, not their bytes), or
   ``arith.constant dense_resource<name>`` with the raw little-endian bytes in
-  the trailing ``dialect_resources`` block (single-element ones stay inline);
+  the trailing ``dialect_resources`` block (``weights="constants"``);
+  single-element ones stay inline either way;
 * ``nn.Linear`` (``aten.linear``, or ``permute`` + ``addmm``/``mm`` after
   ``run_decompositions()``) becomes a 2-D ``linalg.matmul`` with transposed-B
   ``indexing_maps`` reading the ``[out, in]`` weight as is, a zero
@@ -82,6 +85,9 @@ class ImportedProgram:
     weight_names: list[str] = field(default_factory=list)
     # Every function argument's placeholder name, in order.
     arguments: list[str] = field(default_factory=list)
+    # The model's name of each weight argument ("layers.0.gate.weight"), in
+    # weight_names' order (import_program).
+    weight_targets: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -894,6 +900,7 @@ class _Importer:
 
         nodes = {n.name: n for n in self.graph.nodes}
         args_text, input_names, input_types, weight_names, arguments = [], [], [], [], []
+        weight_targets = []
         for inp in inputs:
             node = nodes[inp.name]
             if inp.kind == "constant":
@@ -912,9 +919,10 @@ class _Importer:
             arguments.append(name)
             if inp.kind == "weight":
                 weight_names.append(name)
+                weight_targets.append(inp.target or name)
             else:
                 input_names.append(name)
-            input_types.append(t[len("tensor<"):-1])
+                input_types.append(t[len("tensor<"):-1])
             tv = _TV(shape, dtype, ssa, loc=f"loc({_quote(name)})", hint=name)
             self.env[name] = tv
             if inp.kind != "weight" and tv.rank >= 3:
@@ -996,6 +1004,7 @@ class _Importer:
             num_constants=len(self.fb.embedded),
             weight_names=weight_names,
             arguments=arguments,
+            weight_targets=weight_targets,
         )
 
     def constant(self, node, target: str, t):
@@ -1842,10 +1851,20 @@ def _powf(exponent: float):
 
 
 def import_program(ep: "torch.export.ExportedProgram", *,
-                   func_name: str = "forward") -> ImportedProgram:
+                   func_name: str = "forward",
+                   weights: str = "arguments") -> ImportedProgram:
     """Translate `ep` (as `torch.export.export` returns it, with or without
-    `run_decompositions()`) into MLIR text for linfuse-opt / linfuse-run,
-    with its parameters and buffers as constants.
+    `run_decompositions()`) into MLIR text for linfuse-opt / linfuse-run.
+
+    `weights="arguments"` (the default): floating-point parameters, buffers
+    and lifted constants of more than one element become `linfuse.weight`
+    arguments after the user inputs' (`ImportedProgram.weight_names`), so
+    the module carries their shapes, not their bytes, and compile time does
+    not grow with them; the caller passes the tensors to the packing
+    function once. Single elements stay inline (they fold), and so do
+    tensors of other dtypes (integer buffers, reported where used).
+    `weights="constants"`: every one is embedded (`dense_resource` blobs),
+    a self-contained module for linfuse-opt / linfuse-run.
 
     Raises UnsupportedOperatorError listing every operator that cannot be
     expressed, and where each came from (or the first dtype or graph feature
@@ -1855,9 +1874,11 @@ def import_program(ep: "torch.export.ExportedProgram", *,
         raise TypeError(f"import_program expects a torch.export.ExportedProgram, got "
                         f"{type(ep).__name__}")
     _check_func_name(func_name)
+    if weights not in ("arguments", "constants"):
+        raise ValueError(f"weights must be 'arguments' or 'constants', not {weights!r}")
     from torch.export.graph_signature import InputKind, OutputKind
 
-    inputs = []
+    inputs, weight_inputs = [], []
     for spec in ep.graph_signature.input_specs:
         name = getattr(spec.arg, "name", None)
         if spec.kind == InputKind.USER_INPUT:
@@ -1865,7 +1886,10 @@ def import_program(ep: "torch.export.ExportedProgram", *,
         elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER,
                            InputKind.CONSTANT_TENSOR):
             value = ep.state_dict.get(spec.target, ep.constants.get(spec.target))
-            inputs.append(GraphInput(name, "constant", value, spec.target))
+            if weights == "arguments" and is_weight_argument(value):
+                weight_inputs.append(GraphInput(name, "weight", value, spec.target))
+            else:
+                inputs.append(GraphInput(name, "constant", value, spec.target))
         elif spec.kind != InputKind.TOKEN:
             raise UnsupportedOperatorError(
                 f"linfuse.torch: input {name} of kind {spec.kind.name} is not supported")
@@ -1875,7 +1899,16 @@ def import_program(ep: "torch.export.ExportedProgram", *,
                 f"linfuse.torch: output {getattr(spec.arg, 'name', '?')} of kind "
                 f"{spec.kind.name} (in-place updates of inputs or buffers) is not "
                 f"supported")
-    return _Importer(ep.graph, func_name).run(inputs)
+    # Weights after the inputs: the calling convention of packed functions
+    # (activations first, then weights).
+    return _Importer(ep.graph, func_name).run(inputs + weight_inputs)
+
+
+def is_weight_argument(value) -> bool:
+    """Whether `import_program(weights="arguments")` passes this parameter
+    or buffer as a `linfuse.weight` argument rather than embedding it."""
+    return (isinstance(value, torch.Tensor) and value.dtype in _DTYPES
+            and value.numel() > 1)
 
 
 def import_graph(gm: "torch.fx.GraphModule", weights: Sequence[str] = (), *,

@@ -19,7 +19,7 @@ from torch.utils import _pytree as pytree
 import linfuse
 
 from .importer import ImportedProgram
-from .runtime import call_native, result_converters, to_input as _to_input
+from .runtime import call_native, pack_if_changed, result_converters, to_input as _to_input
 
 __all__ = ["CompiledModule", "PartitionedModule"]
 
@@ -153,6 +153,14 @@ class CompiledModule(_ExportedCall):
                 f"the example inputs hold {self._num_tensors} tensors")
         self.imported = imported
         self._optimized = function._optimized
+        # Weight arguments (import_program(weights="arguments")): the
+        # model's own tensors, packed on the first call and again only
+        # after one of them changes.
+        self._weights = [exported.state_dict[t] if t in exported.state_dict
+                         else exported.constants[t] for t in imported.weight_targets]
+        #: How often the weights were packed, and the seconds it took.
+        self.packs = 0
+        self.pack_seconds = 0.0
 
     @property
     def report(self) -> "linfuse.Report":
@@ -172,6 +180,11 @@ class CompiledModule(_ExportedCall):
     def __call__(self, *args, **kwargs):
         tensors = self._tensors(self._leaves(args, kwargs))
         self._sizes.check(tensors)
+        if self._weights:
+            seconds = pack_if_changed(self._function, self._weights)
+            if seconds is not None:
+                self.packs += 1
+                self.pack_seconds += seconds
         return self._structured(call_native(
             self._call, [_to_input(t, i) for i, t in enumerate(tensors)],
             self._converters))

@@ -99,6 +99,28 @@ def _shape_only(module: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return torch.fx.GraphModule(module, graph)
 
 
+def pack_if_changed(function: "linfuse.Function", weights: list) -> float | None:
+    """Packs `weights` into `function` (its `load_weights`) unless it holds
+    these tensors already, unchanged: the key is each tensor's data pointer
+    and version counter, so an in-place update or a new tensor packs again
+    and nothing else does. Returns the seconds packing took, or None.
+
+    The key lives on the function: functions are shared by everything
+    compiled from the same code (a graph Dynamo compiled again)."""
+    key = tuple((w.data_ptr(), w._version) for w in weights)
+    if key == getattr(function, "_weights_key", None):
+        return None
+    function._weights_key = None          # stays unset if packing fails
+    start = time.perf_counter()
+    if any(w.is_cuda for w in weights):
+        # Packing runs on linfuse's stream: the weights' writes first
+        # (once per packing, not per call).
+        torch.cuda.current_stream().synchronize()
+    function.load_weights(*[to_input(w, i) for i, w in enumerate(weights)])
+    function._weights_key = key
+    return time.perf_counter() - start
+
+
 _keys = itertools.count()
 #: CompiledPartitions by key, for the `linfuse::partition` operator.
 _REGISTRY: dict[int, "CompiledPartition"] = {}
@@ -138,27 +160,12 @@ class CompiledPartition:
     def report(self) -> "linfuse.Report":
         return self.function.report
 
-    def _pack(self, weights: list) -> None:
-        start = time.perf_counter()
-        if any(w.is_cuda for w in weights):
-            # Packing runs on linfuse's stream: the weights' writes first
-            # (once per packing, not per call).
-            torch.cuda.current_stream().synchronize()
-        self.function.load_weights(*[to_input(w, i) for i, w in enumerate(weights)])
-        self.pack_seconds += time.perf_counter() - start
-        self.packs += 1
-
     def __call__(self, *args):
         if self._weight_pos:
-            weights = [args[i] for i in self._weight_pos]
-            # The packed weights live in the function, which partitions with
-            # the same code share (a graph Dynamo compiled again): the key
-            # is the function's.
-            key = tuple((w.data_ptr(), w._version) for w in weights)
-            if key != getattr(self.function, "_weights_key", None):
-                self.function._weights_key = None     # stays unset if packing fails
-                self._pack(weights)
-                self.function._weights_key = key
+            seconds = pack_if_changed(self.function, [args[i] for i in self._weight_pos])
+            if seconds is not None:
+                self.pack_seconds += seconds
+                self.packs += 1
         return tuple(call_native(self._call, [to_input(args[i], i)
                                               for i in self._input_pos],
                                  self._converters))

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""Compile cost and memory against model size (issue 19).
+
+A stack of LLaMA MLP layers (x = x + down(silu(gate(rms(x))) * up(rms(x))),
+RMSNorm with a learned gamma, no biases), input [M, hidden] with M dynamic,
+compiled by
+
+  module   linfuse.torch.compile(model, (x,), dynamic_shapes=...): the whole
+           stack is one linfuse function;
+  backend  torch.compile(model, backend="linfuse", dynamic=True).
+
+Each configuration runs in a fresh process (peak RSS is per process):
+model built, then compiled, then called twice. Reported: the weights'
+bytes, compile time (and its stages), the first call (which packs the
+weights, or has the JIT emit embedded ones), the second call, peak RSS of
+the process and its growth over the RSS before the model was built, both
+as a multiple of the weight bytes, and the result's error against eager.
+
+    PYTHONPATH=build/python_packages .venv/bin/python bench/compile_scale.py \\
+        --layers 1 4 12 --hidden 1024 --inter 2816 --dtype f32
+    ... --hidden 4096 --inter 11008 --dtype bf16 --layers 1 4 16
+
+Prints a Markdown table (CPU model and versions in its header).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def child(args) -> dict:
+    import torch
+
+    import linfuse.torch as lt
+
+    torch.manual_seed(0)
+    dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
+    base = rss_bytes()
+
+    class RMSNorm(torch.nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.ones(n, dtype=dtype) +
+                                             0.1 * torch.rand(n, dtype=dtype))
+
+        def forward(self, x):
+            v = x.float().pow(2).mean(-1, keepdim=True)
+            return self.weight * (x.float() * torch.rsqrt(v + 1e-6)).to(x.dtype)
+
+    class Layer(torch.nn.Module):
+        def __init__(self, h, i):
+            super().__init__()
+            self.norm = RMSNorm(h)
+            self.gate = torch.nn.Linear(h, i, bias=False, dtype=dtype)
+            self.up = torch.nn.Linear(h, i, bias=False, dtype=dtype)
+            self.down = torch.nn.Linear(i, h, bias=False, dtype=dtype)
+
+        def forward(self, x):
+            y = self.norm(x)
+            return x + self.down(torch.nn.functional.silu(self.gate(y)) * self.up(y))
+
+    class Stack(torch.nn.Module):
+        def __init__(self, n, h, i):
+            super().__init__()
+            self.layers = torch.nn.ModuleList(Layer(h, i) for _ in range(n))
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    with torch.no_grad():
+        model = Stack(args.layers, args.hidden, args.inter).eval()
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    x = torch.randn(args.m, args.hidden, dtype=dtype)
+    with torch.no_grad():
+        want = model(x).float()
+    out = {"weight_bytes": weight_bytes, "base_rss": base}
+
+    start = time.perf_counter()
+    with torch.no_grad():
+        if args.path == "module":
+            kwargs = {}
+            if args.weights:
+                kwargs["weights"] = args.weights
+            compiled = lt.compile(model, (x,), dynamic_shapes=(
+                {0: torch.export.Dim("m", min=1, max=4096)},), **kwargs)
+            out["stages"] = {k: round(v, 3) for k, v in compiled.timings.items()}
+        else:
+            compiled = torch.compile(model, backend="linfuse", dynamic=True)
+    out["compile_s"] = time.perf_counter() - start
+    with torch.no_grad():
+        start = time.perf_counter()
+        got = compiled(x)
+        out["first_call_s"] = time.perf_counter() - start
+        start = time.perf_counter()
+        got = compiled(x)
+        out["second_call_s"] = time.perf_counter() - start
+    out["rel_err"] = float((got.float() - want).abs().max() / want.abs().max())
+    out["peak_rss"] = peak_rss_bytes()
+    out["torch"] = torch.__version__
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--layers", type=int, nargs="+", default=[1, 4, 12])
+    ap.add_argument("--hidden", type=int, default=1024)
+    ap.add_argument("--inter", type=int, default=2816)
+    ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
+    ap.add_argument("--m", type=int, default=16, help="rows of the input")
+    ap.add_argument("--paths", nargs="+", choices=["module", "backend"],
+                    default=["module", "backend"])
+    ap.add_argument("--weights", choices=["arguments", "constants"], default=None,
+                    help="linfuse.torch.compile's `weights=` (default: its default)")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--path", default="module", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        args.layers = args.layers[0]
+        print(json.dumps(child(args)))
+        return
+
+    print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; {args.dtype}, hidden "
+          f"{args.hidden}, intermediate {args.inter}, input [{args.m}, {args.hidden}]"
+          + (f", weights={args.weights}" if args.weights else ""))
+    print()
+    print("| path | layers | weights | compile | stages | first call | second call "
+          "| peak RSS | RSS growth | rel err |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for path in args.paths:
+        for layers in args.layers:
+            cmd = [sys.executable, __file__, "--child", "--path", path, "--layers",
+                   str(layers), "--hidden", str(args.hidden), "--inter", str(args.inter),
+                   "--dtype", args.dtype, "--m", str(args.m)]
+            if args.weights:
+                cmd += ["--weights", args.weights]
+            print(f"[{path}, {layers} layers ...]", file=sys.stderr, flush=True)
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                tail = (proc.stderr.strip().splitlines() or ["?"])[-1]
+                print(f"| {path} | {layers} | failed: {tail[:200]} |||||||")
+                continue
+            r = json.loads(proc.stdout.strip().splitlines()[-1])
+            w = r["weight_bytes"]
+            stages = ", ".join(f"{k} {v:.2f}" for k, v in r.get("stages", {}).items())
+            print(f"| {path} | {layers} | {w / 1e6:.0f} MB | {r['compile_s']:.2f} s "
+                  f"| {stages or '–'} | {r['first_call_s']:.2f} s "
+                  f"| {r['second_call_s'] * 1e3:.1f} ms "
+                  f"| {r['peak_rss'] / 1e9:.2f} GB ({r['peak_rss'] / w:.1f}×) "
+                  f"| {(r['peak_rss'] - r['base_rss']) / 1e9:.2f} GB "
+                  f"({(r['peak_rss'] - r['base_rss']) / w:.1f}×) | {r['rel_err']:.1e} |",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
