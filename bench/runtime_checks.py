@@ -10,7 +10,6 @@ timed interleaved in one process, median of the repetitions, per M.
 """
 
 import argparse
-import platform
 import statistics
 import time
 
@@ -21,16 +20,7 @@ from torch.export import Dim
 import linfuse
 import linfuse.torch as lt
 
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+from machine import cpu_model  # bench/machine.py
 
 
 class Block(torch.nn.Module):

@@ -10,7 +10,6 @@ inside its partitions, and the cost of a partition boundary.
 
 from __future__ import annotations
 
-import platform
 import statistics
 import time
 
@@ -20,15 +19,7 @@ import transformers
 import linfuse
 import linfuse.torch as lt
 
-
-def cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+from machine import cpu_model  # bench/machine.py
 
 
 def build():
