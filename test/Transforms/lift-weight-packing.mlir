@@ -45,9 +45,9 @@ func.func @qkv(%x: tensor<?x8xf32>, %wq: tensor<8x8xf32> {linfuse.weight}, %wk: 
 // into the packing function, the originals stay for the other users.
 // CHECK-LABEL: func.func @transpose_and_scale__pack
 // CHECK-SAME:    (%[[W:.*]]: tensor<4x8xf32> {linfuse.weight}) -> (tensor<8x4xf32>, tensor<4x8xf32>)
+// CHECK-NEXT:    %[[TWO:.*]] = arith.constant 2.000000e+00 : f32
 // CHECK-NEXT:    %[[E:.*]] = tensor.empty() : tensor<8x4xf32>
 // CHECK-NEXT:    %[[T:.*]] = linalg.transpose ins(%[[W]] : tensor<4x8xf32>) outs(%[[E]] : tensor<8x4xf32>) permutation = [1, 0]
-// CHECK-NEXT:    %[[TWO:.*]] = arith.constant 2.000000e+00 : f32
 // CHECK-NEXT:    %[[E2:.*]] = tensor.empty() : tensor<4x8xf32>
 // CHECK-NEXT:    %[[S:.*]] = linalg.generic {{.*}} ins(%[[W]] : tensor<4x8xf32>) outs(%[[E2]] : tensor<4x8xf32>)
 // CHECK:           arith.mulf %{{.*}}, %[[TWO]]
@@ -201,4 +201,65 @@ func.func @dyn_weight_transposed(%x: tensor<?x32xf32>, %w: tensor<?x32xf32> {lin
   %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?x?xf32>) -> tensor<?x?xf32>
   %y = linalg.matmul ins(%x, %t : tensor<?x32xf32>, tensor<32x?xf32>) outs(%f : tensor<?x?xf32>) -> tensor<?x?xf32>
   return %y : tensor<?x?xf32>
+}
+
+// -----
+
+// A norm scale folded into a weight (as --linfuse-fold-matmul-chains leaves
+// it: widen, transpose, scale, transpose back, narrow) becomes one loop per
+// packed weight in the packing function: read W once, write once, no f64
+// temporaries. A product of two weights (a folded LoRA) stays a matmul for
+// the GEMM library.
+// CHECK-LABEL: func.func @scaled_weight__pack
+// CHECK-SAME:    (%[[G:.*]]: tensor<4xf32> {linfuse.weight}, %[[W:.*]]: tensor<8x4xf32> {linfuse.weight}, %[[A:.*]]: tensor<8x2xf32> {linfuse.weight}, %[[B:.*]]: tensor<2x4xf32> {linfuse.weight})
+// CHECK:         %[[S:.*]] = linalg.generic {{.*}} ins(%[[W]], %{{.*}} : tensor<8x4xf32>, tensor<1x4xf32>) outs(%{{.*}} : tensor<8x4xf32>)
+// CHECK-NEXT:    ^bb0(%[[IW:.*]]: f32, %[[IG:.*]]: f32, %{{.*}}: f32):
+// CHECK-NEXT:      %[[EW:.*]] = arith.extf %[[IW]] : f32 to f64
+// CHECK-NEXT:      %[[EG:.*]] = arith.extf %[[IG]] : f32 to f64
+// CHECK-NEXT:      %[[P:.*]] = arith.mulf %[[EW]], %[[EG]] : f64
+// CHECK-NEXT:      %[[T:.*]] = arith.truncf %[[P]] : f64 to f32
+// CHECK-NEXT:      linalg.yield %[[T]] : f32
+// CHECK-NOT:     linalg.transpose
+// CHECK:         %[[AB:.*]] = linalg.matmul ins(%[[A]], %[[B]] : tensor<8x2xf32>, tensor<2x4xf32>)
+// CHECK:         return %[[S]], %[[AB]]
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (0, d1)>
+func.func @scaled_weight(%x: tensor<?x8xf32>, %g: tensor<4xf32> {linfuse.weight}, %w: tensor<8x4xf32> {linfuse.weight},
+                         %a: tensor<8x2xf32> {linfuse.weight}, %b: tensor<2x4xf32> {linfuse.weight}) -> (tensor<?x4xf32>, tensor<?x4xf32>) {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %m = tensor.dim %x, %c0 : tensor<?x8xf32>
+  %e84d = tensor.empty() : tensor<8x4xf64>
+  %wd = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%w : tensor<8x4xf32>) outs(%e84d : tensor<8x4xf64>) {
+  ^bb0(%i: f32, %o: f64):
+    %r = arith.extf %i : f32 to f64
+    linalg.yield %r : f64
+  } -> tensor<8x4xf64>
+  %e48d = tensor.empty() : tensor<4x8xf64>
+  %wt = linalg.transpose ins(%wd : tensor<8x4xf64>) outs(%e48d : tensor<4x8xf64>) permutation = [1, 0]
+  %g2 = tensor.expand_shape %g [[0, 1]] output_shape [1, 4] : tensor<4xf32> into tensor<1x4xf32>
+  %e14d = tensor.empty() : tensor<1x4xf64>
+  %gd = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%g2 : tensor<1x4xf32>) outs(%e14d : tensor<1x4xf64>) {
+  ^bb0(%i: f32, %o: f64):
+    %r = arith.extf %i : f32 to f64
+    linalg.yield %r : f64
+  } -> tensor<1x4xf64>
+  %st = linalg.generic {indexing_maps = [#id, affine_map<(d0, d1) -> (0, d0)>, #id], iterator_types = ["parallel", "parallel"]} ins(%wt, %gd : tensor<4x8xf64>, tensor<1x4xf64>) outs(%e48d : tensor<4x8xf64>) {
+  ^bb0(%i: f64, %s: f64, %o: f64):
+    %r = arith.mulf %i, %s : f64
+    linalg.yield %r : f64
+  } -> tensor<4x8xf64>
+  %sd = linalg.transpose ins(%st : tensor<4x8xf64>) outs(%e84d : tensor<8x4xf64>) permutation = [1, 0]
+  %e84 = tensor.empty() : tensor<8x4xf32>
+  %s = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%sd : tensor<8x4xf64>) outs(%e84 : tensor<8x4xf32>) {
+  ^bb0(%i: f64, %o: f32):
+    %r = arith.truncf %i : f64 to f32
+    linalg.yield %r : f32
+  } -> tensor<8x4xf32>
+  %e = tensor.empty(%m) : tensor<?x4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?x4xf32>) -> tensor<?x4xf32>
+  %y = linalg.matmul ins(%x, %s : tensor<?x8xf32>, tensor<8x4xf32>) outs(%f : tensor<?x4xf32>) -> tensor<?x4xf32>
+  %ab = linalg.matmul ins(%a, %b : tensor<8x2xf32>, tensor<2x4xf32>) outs(%e84 : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %z = linalg.matmul ins(%x, %ab : tensor<?x8xf32>, tensor<8x4xf32>) outs(%f : tensor<?x4xf32>) -> tensor<?x4xf32>
+  return %y, %z : tensor<?x4xf32>, tensor<?x4xf32>
 }

@@ -20,6 +20,7 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Transforms/RegionUtils.h"
 
 #include <functional>
@@ -188,6 +189,12 @@ struct LiftWeightPackingPass
     SmallVector<Value> results =
         llvm::map_to_vector(packed, [&](Value v) { return map.lookup(v); });
     func::ReturnOp::create(pb, fn.getLoc(), results);
+    // One loop per packed weight where the lifted work is element-wise.
+    RewritePatternSet fusion(pack.getContext());
+    populateWeightPackingFusionPatterns(fusion);
+    if (failed(applyPatternsGreedily(pack, std::move(fusion))))
+      return pack.emitError("fusing the packing function's element-wise "
+                            "work did not converge");
 
     // @f(others..., packed...): new block arguments replace the packed
     // values; the weight arguments and the lifted ops go away.
