@@ -175,7 +175,10 @@ class CompiledModule(_ExportedCall):
     def optimized_ir(self) -> str:
         """The MLIR the compiled code was lowered from: after
         `--linfuse-optimize`, or as imported with `optimize=False`."""
-        return linfuse.optimize(self.imported.ir) if self._optimized else self.imported.ir
+        if not self._optimized:
+            return self.imported.ir
+        return linfuse.optimize(self.imported.ir,
+                                lift_weights=bool(self.imported.weight_names))
 
     def __call__(self, *args, **kwargs):
         tensors = self._tensors(self._leaves(args, kwargs))
