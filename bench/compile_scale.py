@@ -42,6 +42,11 @@ def rss_bytes() -> int:
 
 
 def peak_rss_bytes() -> int:
+    """VmHWM: the peak since the last reset (clear_refs 5), unlike ru_maxrss."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
@@ -52,6 +57,16 @@ def child(args) -> dict:
 
     torch.manual_seed(0)
     dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
+    if args.pretouch_gb:
+        # On a VM whose memory the host backs lazily (Firecracker here), the
+        # first touch of a page the guest never used costs ~8 s/GB, against
+        # ~0.2 s/GB for one it used before: that would be measured instead
+        # of linfuse. Touch as much memory as the run will need, free it,
+        # and reset the peak RSS.
+        block = torch.ones(int(args.pretouch_gb * 2**30), dtype=torch.uint8)
+        del block
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
     base = rss_bytes()
 
     class RMSNorm(torch.nn.Module):
@@ -130,6 +145,9 @@ def main() -> None:
                     default=["module", "backend"])
     ap.add_argument("--weights", choices=["arguments", "constants"], default=None,
                     help="linfuse.torch.compile's `weights=` (default: its default)")
+    ap.add_argument("--pretouch-gb", type=float, default=0.0,
+                    help="touch and free this much memory before measuring (VMs "
+                         "that back guest memory lazily; the peak RSS is reset after)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--path", default="module", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -140,7 +158,8 @@ def main() -> None:
 
     print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; {args.dtype}, hidden "
           f"{args.hidden}, intermediate {args.inter}, input [{args.m}, {args.hidden}]"
-          + (f", weights={args.weights}" if args.weights else ""))
+          + (f", weights={args.weights}" if args.weights else "")
+          + (f", {args.pretouch_gb:g} GB pre-touched" if args.pretouch_gb else ""))
     print()
     print("| path | layers | weights | compile | stages | first call | second call "
           "| peak RSS | RSS growth | rel err |")
@@ -149,7 +168,8 @@ def main() -> None:
         for layers in args.layers:
             cmd = [sys.executable, __file__, "--child", "--path", path, "--layers",
                    str(layers), "--hidden", str(args.hidden), "--inter", str(args.inter),
-                   "--dtype", args.dtype, "--m", str(args.m)]
+                   "--dtype", args.dtype, "--m", str(args.m),
+                   "--pretouch-gb", str(args.pretouch_gb)]
             if args.weights:
                 cmd += ["--weights", args.weights]
             print(f"[{path}, {layers} layers ...]", file=sys.stderr, flush=True)

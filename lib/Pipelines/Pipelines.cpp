@@ -101,6 +101,10 @@ void mlir::linfuse::buildOptimizePipeline(
 static void addBufferization(OpPassManager &pm) {
   pm.addPass(createDynamicExpandShapePass());
   pm.addPass(createReadOnlyArgumentsPass());
+  // A concat's operands are computed into their slices of its result (the
+  // merged weights a packing function builds are written once).
+  pm.addPass(createConcatInPlacePass());
+  pm.addPass(bufferization::createEmptyTensorEliminationPass());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
   // A loop-carried tensor the body recomputes (h = h·W in an scf.for) is a

@@ -54,6 +54,23 @@ def AttachCInterfacePass : Pass<"linfuse-attach-c-interface",
   }];
 }
 
+def ConcatInPlacePass : Pass<"linfuse-concat-in-place"> {
+  let summary = "Let the producers of a tensor.concat write into its result";
+  let description = [{
+    Bufferized as is, `tensor.concat` allocates its result and copies every
+    operand in: the merged weights a packing function builds are written
+    twice, and each operand's buffer is live next to the result (packing a
+    4-layer LLaMA MLP in bf16 held 1.1 GB more than the 0.7 GB it returns).
+    This pass writes each concat as `tensor.insert_slice`s of its operands
+    into one `tensor.empty` (upstream's decomposition); the lowering
+    pipelines then run upstream's `--eliminate-empty-tensors`, so an
+    operand computed into a `tensor.empty` (a scaled weight, an
+    element-wise result) is computed into its slice of the result instead.
+    Operands that are function arguments are still copied once.
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+}
+
 def DynamicExpandShapePass : Pass<"linfuse-dynamic-expand-shape"> {
   let summary = "Write expand_shapes with several dynamic sizes in one group "
                 "as tensor.reshape";
