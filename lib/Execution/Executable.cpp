@@ -86,6 +86,11 @@ static void makeRuntimeVisibleToJit() {
     llvm::sys::DynamicLibrary::LoadLibraryPermanently(info.dli_fname);
 }
 
+/// Constants at least this large are bound as data instead of compiled in
+/// (smaller ones: scalars, norm vectors, cost nothing to emit and let LLVM
+/// see their values).
+static constexpr size_t kMinExternalBytes = 64 * 1024;
+
 llvm::Expected<std::unique_ptr<Executable>>
 Executable::compile(ModuleOp module, llvm::StringRef entry,
                     const CompileOptions &options) {
@@ -183,12 +188,34 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
   };
   engineOptions.transformer = exe->optimizer;
   routeAssertionsToRuntime(module);
+  // Large constants (embedded weights) stay data: bound by address below,
+  // never emitted by LLVM.
+  exe->constants = externalizeLargeConstants(module, kMinExternalBytes);
+  if (options.report && !exe->constants.empty()) {
+    uint64_t bytes = 0;
+    for (const ExternalConstant &c : exe->constants)
+      bytes += c.bytes;
+    options.report->statistics.push_back(
+        {"linfuse-jit", "constants-bound-as-data", exe->constants.size()});
+    options.report->statistics.push_back(
+        {"linfuse-jit", "bytes-bound-as-data", bytes});
+  }
   auto engine = ExecutionEngine::create(module, engineOptions);
   if (!engine) {
     std::string msg = llvm::toString(engine.takeError());
     return makeError("JIT compilation failed: " + msg);
   }
   exe->engine = std::move(*engine);
+  if (!exe->constants.empty())
+    exe->engine->registerSymbols(
+        [&constants = exe->constants](llvm::orc::MangleAndInterner interner) {
+          llvm::orc::SymbolMap symbols;
+          for (const ExternalConstant &c : constants)
+            symbols[interner(c.symbol)] = {
+                llvm::orc::ExecutorAddr::fromPtr(c.data.get()),
+                llvm::JITSymbolFlags::Exported};
+          return symbols;
+        });
   // The JIT generates machine code on the first lookup: do it here, so that
   // compile() includes code generation (for weights embedded as constants,
   // most of the time) and the first call is as fast as the next ones.

@@ -5,10 +5,14 @@
 #include "linfuse/Tools/ModuleLoading.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 
 using namespace mlir;
@@ -141,4 +145,53 @@ void mlir::linfuse::routeAssertionsToRuntime(ModuleOp module) {
     }
     (void)symbols.rename(fn, runtime);
   }
+}
+
+/// The initializer's bytes as the target lays them out (little-endian,
+/// row-major, element size = the type's), or nullopt where the attribute's
+/// storage differs from that (i1 is bit-packed, a splat stores one element).
+static std::optional<ArrayRef<char>> rawBytes(Attribute value) {
+  auto elements = dyn_cast_or_null<ElementsAttr>(value);
+  if (!elements)
+    return std::nullopt;
+  Type element = elements.getElementType();
+  if (!element.isIntOrFloat() || element.getIntOrFloatBitWidth() % 8 != 0)
+    return std::nullopt;
+  if (auto dense = dyn_cast<DenseElementsAttr>(value)) {
+    if (dense.isSplat())
+      return std::nullopt;
+    return dense.getRawData();
+  }
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
+    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!blob)
+      return std::nullopt;
+    return blob->getData();
+  }
+  return std::nullopt;
+}
+
+std::vector<ExternalConstant>
+mlir::linfuse::externalizeLargeConstants(ModuleOp module, size_t minBytes) {
+  std::vector<ExternalConstant> out;
+  // Only the module's own globals: a gpu.module's live on the device.
+  for (auto global : module.getOps<LLVM::GlobalOp>()) {
+    if (!global.getConstant() || global.getInitializerBlock())
+      continue;
+    std::optional<ArrayRef<char>> bytes = rawBytes(global.getValueOrNull());
+    if (!bytes || bytes->size() < minBytes)
+      continue;
+    ExternalConstant c;
+    c.symbol = global.getSymName().str();
+    c.bytes = bytes->size();
+    size_t rounded = (c.bytes + 63) / 64 * 64;
+    c.data = std::shared_ptr<void>(std::aligned_alloc(64, rounded), std::free);
+    if (!c.data)
+      continue; // Out of memory: leave it compiled in.
+    std::memcpy(c.data.get(), bytes->data(), c.bytes);
+    global.removeValueAttr();
+    global.setLinkage(LLVM::Linkage::External);
+    out.push_back(std::move(c));
+  }
+  return out;
 }

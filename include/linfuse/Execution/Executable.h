@@ -197,6 +197,10 @@ private:
   /// temporary lambda left the engine a dangling reference: ASan's
   /// stack-use-after-scope).
   std::function<llvm::Error(llvm::Module *)> optimizer;
+  /// Constants of 64 KiB and more, taken out of the module before code
+  /// generation (externalizeLargeConstants) and bound to their symbols;
+  /// declared before the engine, which reads them, so they outlive it.
+  std::vector<ExternalConstant> constants;
   std::unique_ptr<ExecutionEngine> engine;
   /// The packed entry points (`_mlir_ciface_<name>`), looked up at compile.
   llvm::StringMap<void (*)(void **)> functions;

@@ -15,6 +15,10 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
 
+#include <memory>
+#include <string>
+#include <vector>
+
 namespace mlir {
 namespace linfuse {
 
@@ -53,6 +57,23 @@ struct LowerOptions {
 llvm::Error lowerModule(ModuleOp module, Target target,
                         PassReport *report = nullptr,
                         const LowerOptions &options = {});
+
+/// The bytes of a constant global taken out of a module by
+/// externalizeLargeConstants, as the compiled code reads them.
+struct ExternalConstant {
+  std::string symbol;
+  std::shared_ptr<void> data; // 64-byte aligned
+  size_t bytes = 0;
+};
+
+/// Turns every constant `llvm.mlir.global` of the LLVM-dialect `module`
+/// (outside gpu.module) whose dense initializer holds at least `minBytes`
+/// into an external declaration, and returns the initializers' bytes, to
+/// be bound to those symbols at load time (the JIT's symbol map). LLVM
+/// then never sees the weights: emitting them element by element is what
+/// made compile time grow with a model's bytes.
+std::vector<ExternalConstant> externalizeLargeConstants(ModuleOp module,
+                                                        size_t minBytes);
 
 /// Makes the LLVM-dialect `module`'s failed cf.asserts call
 /// liblinfuse_runtime (linfuse_assert_message / linfuse_assert_abort)
