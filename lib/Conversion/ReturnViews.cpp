@@ -111,8 +111,9 @@ struct ReturnViewsPass
     SymbolTableCollection tables;
     SymbolUserMap users(tables, module);
     for (auto fn : module.getOps<func::FuncOp>()) {
-      if (!fn.isPublic() || fn.isExternal() ||
-          packs.contains(fn.getSymNameAttr()) || !users.useEmpty(fn))
+      // (@f names its packing function in an attribute: not a call.)
+      bool isPack = packs.contains(fn.getSymNameAttr());
+      if (!fn.isPublic() || fn.isExternal() || (!isPack && !users.useEmpty(fn)))
         continue;
       // One return (what bufferization of a linalg function gives); with
       // several, every one would have to change alike.
@@ -120,7 +121,41 @@ struct ReturnViewsPass
       fn.walk([&](func::ReturnOp r) { returns.push_back(r); });
       if (returns.size() != 1)
         continue;
-      rewrite(fn, returns.front());
+      if (isPack)
+        returnWeightsUncopied(returns.front());
+      else
+        rewrite(fn, returns.front());
+    }
+  }
+
+  /// A packing function returns the weights @f reads unchanged as copies
+  /// (a result must be owned, says the deallocation pipeline): a second
+  /// copy of every such weight for as long as the packed weights live.
+  /// The weight itself is returned instead; the caller already holds it.
+  static void returnWeightsUncopied(func::ReturnOp ret) {
+    Block *entry = &ret->getParentOfType<func::FuncOp>().getBody().front();
+    for (OpOperand &operand : ret->getOpOperands()) {
+      auto alloc = operand.get().getDefiningOp<memref::AllocOp>();
+      if (!alloc || alloc->getBlock() != ret->getBlock())
+        continue;
+      memref::CopyOp copy;
+      bool onlyCopiedInto = true;
+      for (Operation *user : alloc->getUsers()) {
+        if (user == ret.getOperation())
+          continue;
+        auto c = dyn_cast<memref::CopyOp>(user);
+        if (!c || c.getTarget() != alloc.getResult() || copy)
+          onlyCopiedInto = false;
+        copy = c;
+      }
+      auto arg = copy ? dyn_cast<BlockArgument>(copy.getSource()) : nullptr;
+      if (!onlyCopiedInto || !arg || arg.getOwner() != entry ||
+          arg.getType() != alloc.getType() ||
+          llvm::count(ret->getOperands(), alloc.getResult()) != 1)
+        continue;
+      operand.set(arg);
+      copy.erase();
+      alloc.erase();
     }
   }
 

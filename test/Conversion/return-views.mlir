@@ -110,3 +110,29 @@ func.func @caller() -> memref<4xf32> {
   %r = call @callee() : () -> memref<4xf32>
   return %r : memref<4xf32>
 }
+
+// -----
+
+// A packing function returns a weight @g reads unchanged as the weight
+// itself, not as a copy (the caller holds it). A copy that is written
+// afterwards (not the weight any more) stays.
+// CHECK-LABEL: func.func @g__pack(
+// CHECK-SAME:      %[[W:.*]]: memref<4xf32>, %[[V:.*]]: memref<4xf32>
+// CHECK-NOT:     memref.copy %[[W]]
+// CHECK:         %[[R:.*]] = memref.alloc() : memref<4xf32>
+// CHECK-NEXT:    memref.copy %[[V]], %[[R]]
+// CHECK-NEXT:    linalg.fill ins(%{{.*}} : f32) outs(%[[R]] : memref<4xf32>)
+// CHECK-NEXT:    return %[[W]], %[[R]] : memref<4xf32>, memref<4xf32>
+func.func @g(%x: memref<4xf32>, %p: memref<4xf32>, %q: memref<4xf32>) -> memref<4xf32> attributes {linfuse.pack_function = @g__pack} {
+  return %x : memref<4xf32>
+}
+
+func.func @g__pack(%w: memref<4xf32>, %v: memref<4xf32>) -> (memref<4xf32>, memref<4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %a = memref.alloc() : memref<4xf32>
+  memref.copy %w, %a : memref<4xf32> to memref<4xf32>
+  %r = memref.alloc() : memref<4xf32>
+  memref.copy %v, %r : memref<4xf32> to memref<4xf32>
+  linalg.fill ins(%zero : f32) outs(%r : memref<4xf32>)
+  return %a, %r : memref<4xf32>, memref<4xf32>
+}

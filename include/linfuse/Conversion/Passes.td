@@ -314,6 +314,12 @@ def ReturnViewsPass : Pass<"linfuse-return-views", "::mlir::ModuleOp"> {
     functions called inside the module keep their signature. Runs after
     bufferization and deallocation in both lowerings.
 
+    In a weight-packing function, a result that is a copy of a weight
+    argument (a weight `@f` reads unchanged) is that argument instead: the
+    caller holds the weight anyway, and the copy doubled its memory for as
+    long as the packed weights live. Such a packed result has the weight's
+    `allocated` pointer; it is not the caller's to free separately.
+
     ```mlir
     %alloc = memref.alloc(%m) : memref<?x128xf32>
     linfuse.gemm ... outs(%alloc : memref<?x128xf32>)
