@@ -13,6 +13,8 @@ _KINDS = [
                          r".* into one (?P<shape>\S+) GEMM")),
     ("fold", re.compile(r"^folded (?P<what>.*?)(, FLOPs per row (?P<flops>.*))?$")),
     ("not-folded", re.compile(r"^chain of (?P<count>\d+ )?matmuls not folded: (?P<why>.*)$")),
+    ("not-merged", re.compile(r"^not merged with the matmul at (?P<other>\S+), both reading "
+                              r"(?P<shared>\S+): (?P<why>.*)$")),
     ("lift", re.compile(r"^lifted (?P<count>\d+) weight-only ops of @(?P<function>\S+)")),
     ("gemm", re.compile(r"^raised to linfuse\.gemm(?P<what>.*)$")),
 ]
@@ -22,7 +24,9 @@ _KINDS = [
 class Remark:
     """One optimization remark: where, which pass, what it did.
 
-    `kind` is "merge", "fold", "not-folded", "lift", "gemm" (a matmul became
+    `kind` is "merge", "not-merged" (a matmul reading the same input as an
+    earlier one that was not merged with it; `details["why"]` says why),
+    "fold", "not-folded", "lift", "gemm" (a matmul became
     a library GEMM call) or "other"; `details` holds the numbers the message
     states (for a merge: count, shared, shape).
     """

@@ -119,17 +119,37 @@ static bool dependsOn(ArrayRef<Operation *> from, ArrayRef<Operation *> to,
   return llvm::any_of(to, [&](Operation *op) { return slice.contains(op); });
 }
 
-/// True when every user of `member`'s result comes after `anchor`.
-static bool usersFollow(Block &block, const MatmulInfo &member, MergeKind kind,
-                        Operation *anchor) {
+/// The first user of `member`'s result that does not come after `anchor`
+/// (the merged op could not dominate it), or null when every one does.
+static Operation *userNotFollowing(Block &block, const MatmulInfo &member,
+                                   MergeKind kind, Operation *anchor) {
   if (!anchor)
-    return true;
+    return nullptr;
   for (Operation *user : replacedValue(member, kind).getUsers()) {
     Operation *inBlock = block.findAncestorOpInBlock(*user);
     if (!inBlock || !anchor->isBeforeInBlock(inBlock))
-      return false;
+      return user;
   }
-  return true;
+  return nullptr;
+}
+
+/// "model.py:12:9": where an op is, as remarks name it (the innermost file
+/// location of a fused or named one).
+static std::string describeLoc(Location loc) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (auto file = loc->findInstanceOf<FileLineColLoc>())
+    os << file.getFilename().getValue() << ":" << file.getLine() << ":"
+       << file.getColumn();
+  else
+    loc.print(os);
+  return text;
+}
+
+/// "linalg.generic at model.py:12:9": an op as remarks name it.
+static std::string describeOp(Operation *op) {
+  return op->getName().getStringRef().str() + " at " +
+         describeLoc(op->getLoc());
 }
 
 namespace {
@@ -139,6 +159,20 @@ class GroupBuilder {
 public:
   GroupBuilder(Block &block, MergeKind kind, const MergeOptions &options)
       : block(block), kind(kind), options(options) {}
+
+  /// Why `candidate` cannot join a group of `head` alone (a missed-merge
+  /// remark), or nullopt when it can.
+  std::optional<std::string> whyNot(const MatmulInfo &head,
+                                    const MatmulInfo &candidate) {
+    MergeGroup group;
+    group.kind = kind;
+    std::string why;
+    if (!tryAdd(group, head, &why))
+      return why;
+    if (!tryAdd(group, candidate, &why))
+      return why;
+    return std::nullopt;
+  }
 
   void build(ArrayRef<MatmulInfo> candidates,
              SmallVectorImpl<MergeGroup> &groups) {
@@ -186,11 +220,16 @@ private:
     return members.front().init.getDefiningOp<linalg::FillOp>().getInputs()[0];
   }
 
-  bool tryAdd(MergeGroup &group, const MatmulInfo &candidate) {
+  bool tryAdd(MergeGroup &group, const MatmulInfo &candidate,
+              std::string *why = nullptr) {
     int64_t bytes = group.concatBytes + concatBytesOf(candidate);
     if (bytes > options.maxMergedBytes) {
       LLVM_DEBUG(llvm::dbgs() << "skip (size cap " << options.maxMergedBytes
                               << " B): " << *candidate.op << "\n");
+      if (why)
+        *why = "the concatenated weights would be " + std::to_string(bytes) +
+               " bytes, over max-merged-bytes=" +
+               std::to_string(options.maxMergedBytes);
       return false;
     }
     SmallVector<MatmulInfo> members(group.members);
@@ -208,6 +247,8 @@ private:
           dependsOn(groupOps, candOps, horizon)) {
         LLVM_DEBUG(llvm::dbgs()
                    << "skip (dependency): " << *candidate.op << "\n");
+        if (why)
+          *why = "one depends on the other";
         return false;
       }
     }
@@ -222,9 +263,13 @@ private:
     if (fill)
       anchor = laterOf(anchor, definerInBlock(block, fill));
     for (const MatmulInfo &member : members) {
-      if (!usersFollow(block, member, kind, anchor)) {
+      if (Operation *user = userNotFollowing(block, member, kind, anchor)) {
         LLVM_DEBUG(llvm::dbgs() << "skip (no placement dominates all uses): "
                                 << *candidate.op << "\n");
+        if (why)
+          *why = "no place for the merged matmul: " + describeOp(user) +
+                 " uses one before " + describeOp(anchor) +
+                 " defines what the other reads";
         return false;
       }
     }
@@ -281,6 +326,31 @@ bucketBy(ArrayRef<MatmulInfo> candidates,
   return buckets;
 }
 
+/// What two matmuls reading one input disagree on that a shared-LHS
+/// group needs them to agree on ("" when nothing).
+static std::string keyDifference(const MatmulInfo &a, const MatmulInfo &b) {
+  auto typeText = [](Type t) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    os << t;
+    return s;
+  };
+  if (a.lhsMap != b.lhsMap || a.batched != b.batched || a.batch != b.batch)
+    return "different layouts of the shared input (indexing maps or batch)";
+  if (a.k != b.k)
+    return "different K (" + std::to_string(a.k) + " vs " +
+           std::to_string(b.k) + ")";
+  if (a.weightElementType() != b.weightElementType())
+    return "different weight types (" + typeText(a.weightElementType()) +
+           " vs " + typeText(b.weightElementType()) + ")";
+  if (a.resultElementType() != b.resultElementType())
+    return "different result types (" + typeText(a.resultElementType()) +
+           " vs " + typeText(b.resultElementType()) + ")";
+  if (a.biasAdd.has_value() != b.biasAdd.has_value())
+    return "one has a bias-add and the other not";
+  return "";
+}
+
 static Value lhsOf(const MatmulInfo &m) { return m.lhs; }
 static Value rhsOf(const MatmulInfo &m) { return m.rhs; }
 
@@ -316,6 +386,39 @@ mlir::linfuse::findMergeGroups(Block &block, const MergeOptions &options) {
       GroupBuilder(block, MergeKind::SharedRhs, effective)
           .build(bucket, groups);
   return groups;
+}
+
+void mlir::linfuse::explainMissedMerges(Block &block,
+                                        const MergeOptions &options) {
+  DenseMap<Value, SmallVector<MatmulInfo, 2>> byLhs;
+  SmallVector<Value> order;
+  for (Operation &op : block)
+    if (std::optional<MatmulInfo> info = matchMatmul(&op)) {
+      auto &list = byLhs[info->lhs];
+      if (list.empty())
+        order.push_back(info->lhs);
+      list.push_back(*info);
+    }
+  MergeOptions pair = options;
+  pair.minGroupSize = 2;
+  for (Value lhs : order) {
+    ArrayRef<MatmulInfo> siblings = byLhs[lhs];
+    // Each later sibling against the first one reading the input.
+    const MatmulInfo &head = siblings.front();
+    for (const MatmulInfo &other : siblings.drop_front()) {
+      std::string why = keyDifference(head, other);
+      if (why.empty()) {
+        GroupBuilder builder(block, MergeKind::SharedLhs, pair);
+        why = builder.whyNot(head, other).value_or("");
+      }
+      if (why.empty())
+        continue;
+      emitOptimizationRemark(other.op, "not merged with the matmul at " +
+                                           describeLoc(head.op->getLoc()) +
+                                           ", both reading " +
+                                           describeValue(lhs) + ": " + why);
+    }
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -674,9 +777,12 @@ struct MergeParallelMatmulsPass
     } listener(*this);
 
     IRRewriter rewriter(&getContext());
-    for (Block *block : blocks)
+    for (Block *block : blocks) {
       if (failed(mergeParallelMatmuls(rewriter, *block, options, &listener)))
         return signalPassFailure();
+      if (remarksEnabled())
+        explainMissedMerges(*block, options);
+    }
   }
 
   PassStatistic numGroupsMerged{this, "groups-merged",

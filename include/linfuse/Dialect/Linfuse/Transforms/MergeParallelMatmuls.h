@@ -51,6 +51,12 @@ struct MergeGroup {
 /// Finds the merge groups among the matmuls of `block` (not nested blocks).
 /// Shared-LHS groups come first. Groups are disjoint; no member depends on
 /// another, and every user of a member's result follows the anchor.
+/// After merging: a remark at every matmul that reads the same input as
+/// an earlier one in `block` but was not merged with it, saying why
+/// (different K, types, layout, bias-add; the size cap; a dependency; no
+/// placement, naming the ops in the way). Shared-LHS candidates only.
+void explainMissedMerges(Block &block, const MergeOptions &options);
+
 SmallVector<MergeGroup> findMergeGroups(Block &block,
                                         const MergeOptions &options);
 
