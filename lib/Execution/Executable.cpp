@@ -570,12 +570,12 @@ llvm::Error Executable::call(llvm::StringRef name,
   for (void *&p : pointers)
     packedArgs.push_back(&p);
 
-  linfuse_clear_error();
   void (*function)(void **) = functions.lookup(name);
   if (!function)
     return makeError("@" + name + " was not compiled");
-  // A failed run-time check ends the call with an error instead of the
-  // process (see linfuse_call): its results were never written.
+  // linfuse_call clears this thread's error first. A failed run-time check
+  // ends the call with an error instead of the process: its results were
+  // never written.
   if (linfuse_call(function, packedArgs.data()) == LINFUSE_ERROR_CHECK_FAILED) {
     std::string message = linfuse_last_error_message();
     linfuse_clear_error();

@@ -42,8 +42,8 @@ typedef enum linfuse_status {
   LINFUSE_ERROR_INVALID_ARGUMENT = 1, /* shapes, ranks, strides, dtypes */
   LINFUSE_ERROR_UNSUPPORTED = 2,      /* valid but not implemented */
   LINFUSE_ERROR_OUT_OF_MEMORY = 3,
-  LINFUSE_ERROR_NO_DEVICE = 4, /* no CUDA device / driver */
-  LINFUSE_ERROR_BACKEND = 5,   /* CUDA, cuBLAS(Lt) or BLAS failure */
+  LINFUSE_ERROR_NO_DEVICE = 4,    /* no CUDA device / driver */
+  LINFUSE_ERROR_BACKEND = 5,      /* CUDA, cuBLAS(Lt) or BLAS failure */
   LINFUSE_ERROR_CHECK_FAILED = 6, /* a run-time check (or an assertion of
                                      the program) failed: the arguments do
                                      not fit the function */
@@ -166,8 +166,8 @@ LINFUSE_RUNTIME_EXPORT void linfuse_assert_abort(void)
  * @main takes ?x64"). The linfuse_call_<fn> of linfuse-compile's headers
  * call it for every argument; negative sizes are refused too. */
 LINFUSE_RUNTIME_EXPORT int32_t linfuse_check_argument_sizes(
-    const char *function, int32_t argument, int64_t rank,
-    const int64_t *sizes, const int64_t *expected);
+    const char *function, int32_t argument, int64_t rank, const int64_t *sizes,
+    const int64_t *expected);
 
 /* Frees the host backend's reordered copies of LINFUSE_GEMM_CONSTANT_B
  * weights (all of them, made again on next use). Call it whenever weights

@@ -28,7 +28,8 @@ import torch
 
 import linfuse
 
-from .importer import ImportedProgram, UnsupportedOperatorError, import_program
+from .importer import (ImportedProgram, UnsupportedOperatorError, exported_tensor,
+                       import_program)
 from .module import CompiledModule, PartitionedModule
 
 __all__ = ["compile", "CompiledModule", "PartitionedModule", "UnsupportedOperatorError",
@@ -131,8 +132,7 @@ def _partitioned(ep: torch.export.ExportedProgram, target: str, optimize: bool,
             user_positions.append(pos)
         elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER,
                            InputKind.CONSTANT_TENSOR):
-            slots.append(ep.state_dict[spec.target] if spec.target in ep.state_dict
-                         else ep.constants[spec.target])
+            slots.append(exported_tensor(ep, spec.target))
             weights.append(node)
         else:
             raise linfuse.Error(f"linfuse.torch: exported input {node.name} of kind "

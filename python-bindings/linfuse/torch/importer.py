@@ -1885,7 +1885,7 @@ def import_program(ep: "torch.export.ExportedProgram", *,
             inputs.append(GraphInput(name, "input"))
         elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER,
                            InputKind.CONSTANT_TENSOR):
-            value = ep.state_dict.get(spec.target, ep.constants.get(spec.target))
+            value = exported_tensor(ep, spec.target)
             if weights == "arguments" and is_weight_argument(value):
                 weight_inputs.append(GraphInput(name, "weight", value, spec.target))
             else:
@@ -1902,6 +1902,14 @@ def import_program(ep: "torch.export.ExportedProgram", *,
     # Weights after the inputs: the calling convention of packed functions
     # (activations first, then weights).
     return _Importer(ep.graph, func_name).run(inputs + weight_inputs)
+
+
+def exported_tensor(ep: "torch.export.ExportedProgram", target: str):
+    """The parameter, buffer or lifted constant `target` of `ep`: the model's
+    own tensor (export keeps it, it does not copy it), or None."""
+    if target in ep.state_dict:
+        return ep.state_dict[target]
+    return ep.constants.get(target)
 
 
 def is_weight_argument(value) -> bool:

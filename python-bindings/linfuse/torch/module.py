@@ -18,7 +18,7 @@ from torch.utils import _pytree as pytree
 
 import linfuse
 
-from .importer import ImportedProgram
+from .importer import ImportedProgram, exported_tensor
 from .runtime import call_native, pack_if_changed, result_converters, to_input as _to_input
 
 __all__ = ["CompiledModule", "PartitionedModule"]
@@ -156,8 +156,7 @@ class CompiledModule(_ExportedCall):
         # Weight arguments (import_program(weights="arguments")): the
         # model's own tensors, packed on the first call and again only
         # after one of them changes.
-        self._weights = [exported.state_dict[t] if t in exported.state_dict
-                         else exported.constants[t] for t in imported.weight_targets]
+        self._weights = [exported_tensor(exported, t) for t in imported.weight_targets]
         #: How often the weights were packed, and the seconds it took.
         self.packs = 0
         self.pack_seconds = 0.0

@@ -287,12 +287,35 @@ private:
 };
 } // namespace
 
+/// What two matmuls reading one input disagree on that a shared-LHS
+/// group needs them to agree on ("" when nothing): the group key, and the
+/// reason a missed-merge remark gives.
+static std::string keyDifference(const MatmulInfo &a, const MatmulInfo &b) {
+  auto typeText = [](Type t) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    os << t;
+    return s;
+  };
+  if (a.lhsMap != b.lhsMap || a.batched != b.batched || a.batch != b.batch)
+    return "different layouts of the shared input (indexing maps or batch)";
+  if (a.k != b.k)
+    return "different K (" + std::to_string(a.k) + " vs " +
+           std::to_string(b.k) + ")";
+  if (a.weightElementType() != b.weightElementType())
+    return "different weight types (" + typeText(a.weightElementType()) +
+           " vs " + typeText(b.weightElementType()) + ")";
+  if (a.resultElementType() != b.resultElementType())
+    return "different result types (" + typeText(a.resultElementType()) +
+           " vs " + typeText(b.resultElementType()) + ")";
+  if (a.biasAdd.has_value() != b.biasAdd.has_value())
+    return "one has a bias-add and the other not";
+  return "";
+}
+
 /// Members of one shared-LHS group agree on all of this.
 static bool sameLhsKey(const MatmulInfo &a, const MatmulInfo &b) {
-  return a.lhs == b.lhs && a.lhsMap == b.lhsMap && a.batched == b.batched &&
-         a.weightElementType() == b.weightElementType() &&
-         a.resultElementType() == b.resultElementType() && a.k == b.k &&
-         a.batch == b.batch && a.biasAdd.has_value() == b.biasAdd.has_value();
+  return a.lhs == b.lhs && keyDifference(a, b).empty();
 }
 
 /// Members of one shared-RHS group agree on all of this.
@@ -324,31 +347,6 @@ bucketBy(ArrayRef<MatmulInfo> candidates,
     }
   }
   return buckets;
-}
-
-/// What two matmuls reading one input disagree on that a shared-LHS
-/// group needs them to agree on ("" when nothing).
-static std::string keyDifference(const MatmulInfo &a, const MatmulInfo &b) {
-  auto typeText = [](Type t) {
-    std::string s;
-    llvm::raw_string_ostream os(s);
-    os << t;
-    return s;
-  };
-  if (a.lhsMap != b.lhsMap || a.batched != b.batched || a.batch != b.batch)
-    return "different layouts of the shared input (indexing maps or batch)";
-  if (a.k != b.k)
-    return "different K (" + std::to_string(a.k) + " vs " +
-           std::to_string(b.k) + ")";
-  if (a.weightElementType() != b.weightElementType())
-    return "different weight types (" + typeText(a.weightElementType()) +
-           " vs " + typeText(b.weightElementType()) + ")";
-  if (a.resultElementType() != b.resultElementType())
-    return "different result types (" + typeText(a.resultElementType()) +
-           " vs " + typeText(b.resultElementType()) + ")";
-  if (a.biasAdd.has_value() != b.biasAdd.has_value())
-    return "one has a bias-add and the other not";
-  return "";
 }
 
 static Value lhsOf(const MatmulInfo &m) { return m.lhs; }
