@@ -111,6 +111,13 @@ def log(msg):
     print("[%6.1fs] %s" % (time.monotonic() - T0, msg), flush=True)
 
 
+class RuntimeStats(ctypes.Structure):
+    """linfuse_runtime_stats (include/linfuse/Runtime/Runtime.h)."""
+    _fields_ = [(name, ctypes.c_int64) for name in (
+        "gemm_calls", "kernel_launches", "fallback_gemm_calls", "loop_calls",
+        "threaded_loop_calls")]
+
+
 class CheckError(Exception):
     pass
 
@@ -345,9 +352,9 @@ class Runtime:
         self.lib.linfuse_clear_error()
 
     def stats(self):
-        s = (ctypes.c_int64 * 3)()   # linfuse_runtime_stats
+        s = RuntimeStats()
         self.lib.linfuse_get_stats(ctypes.byref(s))
-        return {"gemm_calls": s[0], "kernel_launches": s[1], "fallback_gemm_calls": s[2]}
+        return {name: getattr(s, name) for name, _ in RuntimeStats._fields_}
 
     def reset_stats(self):
         self.lib.linfuse_reset_stats()
@@ -1303,7 +1310,7 @@ def dry_run(bundle, args):
         shutil.which("clang")
     runtime_h = os.path.join(bundle.path, "include", "linfuse", "Runtime",
                              "Runtime.h")
-    stats_t = ctypes.c_int64 * 3
+    stats_t = RuntimeStats
     layouts = None
     if cc and os.path.exists(runtime_h):
         try:
@@ -1313,7 +1320,7 @@ def dry_run(bundle, args):
     if layouts is not None:
         size, offs = layouts["rt"]["linfuse_runtime_stats"]
         if size != ctypes.sizeof(stats_t) or offs != {
-                "gemm_calls": 0, "kernel_launches": 8, "fallback_gemm_calls": 16}:
+                name: getattr(stats_t, name).offset for name in offs}:
             problem(f"linfuse_runtime_stats layout {size} {offs}")
         checked["layouts"] += 1
         for i, (path, h) in enumerate(headers):

@@ -171,7 +171,12 @@ void mlir::linfuse::buildLowerToCPUPipeline(
                      "it lowers function signatures and module globals"))
     return;
   addGemmsAndBuffers(pm, "cpu", options.epilogues, options.runtimeChecks);
-  pm.addPass(createConvertLinalgToLoopsPass());
+  if (options.threads) {
+    pm.addPass(createConvertLinalgToParallelLoopsPass());
+    pm.addPass(createThreadParallelLoopsPass());
+  } else {
+    pm.addPass(createConvertLinalgToLoopsPass());
+  }
   addLowPrecisionLegalization(pm);
   // What LLVM's loop vectorizer needs to vectorize the element-wise loops:
   // no libm calls in them, and sums it may reassociate.

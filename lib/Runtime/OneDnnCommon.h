@@ -41,6 +41,12 @@ int configuredThreads();
 struct OpenMp {
   void (*setNumThreads)(int) = nullptr;
   int (*getMaxThreads)() = nullptr;
+  // For linfuse_parallel_for: libgomp's entry point of `#pragma omp
+  // parallel num_threads(n)` (also in LLVM's and Intel's OpenMP runtimes),
+  // and who the calling thread is inside the region.
+  void (*parallel)(void (*)(void *), void *, unsigned, unsigned) = nullptr;
+  int (*threadNum)() = nullptr;
+  int (*numThreads)() = nullptr;
 
   static OpenMp of(void *lib) {
     OpenMp omp;
@@ -48,9 +54,20 @@ struct OpenMp {
         reinterpret_cast<void (*)(int)>(dlsym(lib, "omp_set_num_threads"));
     omp.getMaxThreads =
         reinterpret_cast<int (*)()>(dlsym(lib, "omp_get_max_threads"));
+    omp.parallel =
+        reinterpret_cast<void (*)(void (*)(void *), void *, unsigned,
+                                  unsigned)>(dlsym(lib, "GOMP_parallel"));
+    omp.threadNum =
+        reinterpret_cast<int (*)()>(dlsym(lib, "omp_get_thread_num"));
+    omp.numThreads =
+        reinterpret_cast<int (*)()>(dlsym(lib, "omp_get_num_threads"));
     return omp;
   }
 };
+
+/// The OpenMP runtime of the host GEMM library (loading the library on
+/// first use), null without one: the pool linfuse_parallel_for shares.
+const OpenMp *hostOpenMp();
 
 /// Makes OpenMP regions started by this thread use `n` threads while it
 /// lives, then restores the caller's setting. The OpenMP runtime may be the

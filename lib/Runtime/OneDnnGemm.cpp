@@ -142,6 +142,10 @@ int defaultThreads() {
 
 } // namespace
 
+const OpenMp *linfuse::runtime::hostOpenMp() {
+  return dnnl() ? &dnnl()->omp : nullptr;
+}
+
 int linfuse::runtime::configuredThreads() {
   int n = requestedThreads.load(std::memory_order_relaxed);
   return n > 0 ? n : defaultThreads();

@@ -42,6 +42,7 @@ void setBlasThreads(int n);
 void countGemmCall();
 void countKernelLaunches(int64_t launches);
 void countFallbackGemmCall();
+void countLoopCall(bool threaded);
 
 } // namespace linfuse::runtime
 

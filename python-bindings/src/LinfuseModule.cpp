@@ -219,6 +219,8 @@ PYBIND11_MODULE(_linfuse, m) {
         out["gemm_calls"] = stats.gemm_calls;
         out["kernel_launches"] = stats.kernel_launches;
         out["fallback_gemm_calls"] = stats.fallback_gemm_calls;
+        out["loop_calls"] = stats.loop_calls;
+        out["threaded_loop_calls"] = stats.threaded_loop_calls;
         return out;
       },
       py::arg("reset") = false);

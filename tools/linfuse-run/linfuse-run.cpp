@@ -52,8 +52,9 @@ static cl::list<std::string>
             cl::cat(category));
 static cl::opt<bool>
     runtimeStats("runtime-stats",
-                 cl::desc("Print gemm_calls, kernel_launches and "
-                          "fallback_gemm_calls of one call"),
+                 cl::desc("Print gemm_calls, kernel_launches, "
+                          "fallback_gemm_calls, loop_calls and "
+                          "threaded_loop_calls of one call"),
                  cl::cat(category));
 static cl::opt<unsigned> benchmark(
     "benchmark",
@@ -186,6 +187,8 @@ int main(int argc, char **argv) {
     llvm::outs() << "gemm_calls: " << stats.gemm_calls
                  << "\nkernel_launches: " << stats.kernel_launches
                  << "\nfallback_gemm_calls: " << stats.fallback_gemm_calls
+                 << "\nloop_calls: " << stats.loop_calls
+                 << "\nthreaded_loop_calls: " << stats.threaded_loop_calls
                  << "\n";
 
   for (auto [i, result] : llvm::enumerate(results)) {

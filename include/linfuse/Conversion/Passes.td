@@ -197,6 +197,55 @@ def DeviceMemoryPass : Pass<"linfuse-device-memory", "::mlir::ModuleOp"> {
                            "::mlir::linalg::LinalgDialect"];
 }
 
+def ThreadParallelLoopsPass : Pass<"linfuse-thread-parallel-loops",
+                                   "::mlir::ModuleOp"> {
+  let summary = "Run the host's outermost parallel loops on the runtime's "
+                "thread pool";
+  let description = [{
+    Each outermost `scf.parallel` of a host function (what
+    `--convert-linalg-to-parallel-loops` makes of element-wise ops, norms
+    and copies) becomes a call of the runtime's `linfuse_parallel_for`,
+    which runs it on the GEMMs' OpenMP pool when it is big enough (and on
+    the calling thread otherwise):
+
+    1. its dimensions are collapsed into one range of iterations (all but
+       the innermost when the body is straight-line code, so that the
+       innermost loop stays whole for the vectorizer; all of them when the
+       body has a loop of its own, such as a norm's reduction);
+    2. the body becomes a private function
+       `@<fn>__parallel<N>(%lo: index, %hi: index, %context: !llvm.ptr)`
+       that runs iterations `[lo, hi)`;
+    3. the values the body reads from outside are stored in a stack struct
+       (memrefs as their LLVM descriptors) that `%context` points to;
+       constants are cloned into the body instead;
+    4. the loop is replaced by
+       `linfuse_parallel_for(@fn, %context, iterations, work)`, where
+       `work` estimates the elements one iteration touches (the other
+       dimensions' and inner loops' trip counts).
+
+    ```mlir
+    scf.parallel (%i, %j) = (%c0, %c0) to (%m, %n) step (%c1, %c1) {
+      %x = memref.load %a[%i, %j] : memref<?x?xf32>
+      ...
+    }
+    // becomes
+    %fn = func.constant @f__parallel0 : (index, index, !llvm.ptr) -> ()
+    ... llvm.alloca, llvm.store of %a's descriptor ...
+    call @linfuse_parallel_for(%fnptr, %ctx, %m_i64, %n_i64)
+    ```
+
+    Loops are left as they are when their body could call into the
+    runtime's per-thread error state (`cf.assert`, calls), allocates, has
+    results (reductions across iterations), or reads values that have no
+    plain LLVM form (vectors, unranked memrefs): they run on the calling
+    thread. Host lowering only.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
 def TileParallelLoopsPass : Pass<"linfuse-tile-parallel-loops"> {
   let summary = "Tile scf.parallel nests into blocks of threads for the GPU";
   let description = [{

@@ -59,6 +59,11 @@ struct LowerToCPUPipelineOptions
       llvm::cl::desc("Check at run time that operand sizes agree and "
                      "indices are in bounds (cf.assert before each op)"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> threads{
+      *this, "threads",
+      llvm::cl::desc("Run element-wise loops on the runtime's thread pool "
+                     "(--linfuse-thread-parallel-loops); off: one thread"),
+      llvm::cl::init(true)};
 };
 
 /// Optimized linalg-on-tensors -> LLVM dialect for the host: raise matmuls

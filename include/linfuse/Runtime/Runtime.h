@@ -184,6 +184,18 @@ LINFUSE_RUNTIME_EXPORT void linfuse_cpu_release_packed_weights(void);
 LINFUSE_RUNTIME_EXPORT int32_t linfuse_set_num_threads(int32_t n);
 LINFUSE_RUNTIME_EXPORT int32_t linfuse_get_num_threads(void);
 
+/* Runs body(lo, hi, context) over [0, iterations) in contiguous chunks, on
+ * the GEMMs' thread pool (OpenMP's, shared with oneDNN and, under PyTorch,
+ * with PyTorch) with linfuse_get_num_threads() threads, or on the calling
+ * thread alone when iterations * work_per_iteration is under 32768 (waking
+ * the pool would cost more) or no OpenMP runtime is loaded. What
+ * --linfuse-thread-parallel-loops makes of the host's element-wise loops:
+ * the body must not call back into the runtime's error state. */
+LINFUSE_RUNTIME_EXPORT void
+linfuse_parallel_for(void (*body)(int64_t lo, int64_t hi, void *context),
+                     void *context, int64_t iterations,
+                     int64_t work_per_iteration);
+
 /* Counters for `linfuse-run --runtime-stats`. gemm_calls counts
  * linfuse_*_gemm calls; kernel_launches counts BLAS calls on the host (one
  * per batch element) and kernel launches on the device;
@@ -194,6 +206,10 @@ typedef struct linfuse_runtime_stats {
   int64_t gemm_calls;
   int64_t kernel_launches;
   int64_t fallback_gemm_calls;
+  /* linfuse_parallel_for calls, and those of them that ran on more than
+   * one thread (the rest were too small, or threads were set to 1). */
+  int64_t loop_calls;
+  int64_t threaded_loop_calls;
 } linfuse_runtime_stats;
 
 LINFUSE_RUNTIME_EXPORT void linfuse_get_stats(linfuse_runtime_stats *out);
