@@ -113,12 +113,24 @@ Type storedType(Type type, const LLVMTypeConverter &converter) {
   return Type();
 }
 
-/// Values defined without operands and side effects (constants,
-/// memref.get_global): cloned into the outlined body, not stored.
-bool isClonable(Value value) {
+/// Whether `value` is computed from constants alone, by ops without side
+/// effects (constants, memref.get_global, a collapsed loop's bound such as
+/// 1 * 64): such values are recomputed in the outlined body, where LLVM
+/// sees them as constants (a constant inner trip count vectorizes better),
+/// instead of being stored. Appends the ops to clone, operands first.
+bool collectClonable(Value value, SetVector<Operation *> &ops,
+                     unsigned depth = 0) {
   Operation *def = value.getDefiningOp();
-  return def && def->getNumOperands() == 0 && def->getNumRegions() == 0 &&
-         def->getNumResults() == 1 && isMemoryEffectFree(def);
+  if (!def || depth > 8 || def->getNumRegions() != 0 ||
+      def->getNumResults() != 1 || !isMemoryEffectFree(def))
+    return false;
+  if (ops.contains(def))
+    return true;
+  for (Value operand : def->getOperands())
+    if (!collectClonable(operand, ops, depth + 1))
+      return false;
+  ops.insert(def);
+  return true;
 }
 
 /// ceil((ub - lb) / step), at least 0.
@@ -229,11 +241,13 @@ struct ThreadParallelLoopsPass
       used.insert(loop.getUpperBound()[d]);
       used.insert(loop.getStep()[d]);
     }
-    SmallVector<Value> captured, cloned;
+    SmallVector<Value> captured;
+    SetVector<Operation *> cloned;
     SmallVector<Type> fields;
     for (Value v : used) {
-      if (isClonable(v)) {
-        cloned.push_back(v);
+      SetVector<Operation *> ops;
+      if (collectClonable(v, ops)) {
+        cloned.insert(ops.begin(), ops.end());
         continue;
       }
       Type field = storedType(v.getType(), converter);
@@ -257,8 +271,16 @@ struct ThreadParallelLoopsPass
     Value lo = entry->getArgument(0), hi = entry->getArgument(1),
           context = entry->getArgument(2);
     IRMapping mapping;
-    for (Value v : cloned)
-      mapping.map(v, rewriter.clone(*v.getDefiningOp())->getResult(0));
+    for (Operation *op : cloned) {
+      // Folded as they are cloned: a collapsed bound such as 1 * 64 is a
+      // constant in the body, as it was before the collapse.
+      Operation *copy = rewriter.clone(*op, mapping);
+      SmallVector<Value, 1> folded;
+      if (succeeded(rewriter.tryFold(copy, folded)) && !folded.empty()) {
+        mapping.map(op->getResult(0), folded.front());
+        rewriter.eraseOp(copy);
+      }
+    }
     for (auto [i, v] : llvm::enumerate(captured)) {
       Value field =
           LLVM::GEPOp::create(rewriter, loc, ptrType, structType, context,
