@@ -90,12 +90,14 @@ void launch(const char *fn, CUfunction function,
   ScopedContext context(fn);
   if (context.status())
     return;
-  // Beyond the default 48 KiB a kernel must opt in; the driver rejects what
-  // the device cannot give (CUDA_ERROR_INVALID_VALUE). Likewise clusters of
-  // more than the portable 8 blocks (H100/H200 allow 16).
-  constexpr int32_t kDefaultSharedMemory = 48 * 1024;
+  // A kernel's static plus dynamic shared memory beyond the default 48 KiB
+  // needs an opt-in for the dynamic part (cuda.h, cuLaunchKernel), and the
+  // static part is not known here: opt in whenever there is a dynamic part,
+  // as upstream's wrappers do. The driver rejects what the device cannot
+  // give (CUDA_ERROR_INVALID_VALUE). Likewise clusters of more than the
+  // portable 8 blocks (H100/H200 allow 16).
   constexpr unsigned kPortableClusterSize = 8;
-  if (smem > kDefaultSharedMemory &&
+  if (smem > 0 &&
       check(
           driver().cuFuncSetAttribute(
               function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),

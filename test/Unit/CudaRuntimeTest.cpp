@@ -1033,6 +1033,66 @@ TEST(CudaDeviceWrappers, LoadAndLaunchAKernel) {
   EXPECT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
 }
 
+// out[0] = 1 (static shared memory, 40 KiB) + 2 (the last of `words`
+// dynamic shared words), from one thread.
+const char kSharedSumPtx[] = R"(
+.version 7.0
+.target sm_80
+.address_size 64
+.extern .shared .align 16 .b8 dynamic_smem[];
+.shared .align 16 .b8 static_smem[40960];
+.visible .entry shared_sum(.param .u64 shared_sum_out,
+                           .param .u32 shared_sum_words)
+{
+  .reg .b32 %r<6>;
+  .reg .f32 %f<6>;
+  .reg .b64 %rd<3>;
+  ld.param.u64 %rd1, [shared_sum_out];
+  ld.param.u32 %r1, [shared_sum_words];
+  mov.f32 %f1, 0f3F800000;
+  st.shared.f32 [static_smem+40956], %f1;
+  add.s32 %r2, %r1, -1;
+  shl.b32 %r3, %r2, 2;
+  mov.u32 %r4, dynamic_smem;
+  add.s32 %r5, %r4, %r3;
+  mov.f32 %f2, 0f40000000;
+  st.shared.f32 [%r5], %f2;
+  bar.sync 0;
+  ld.shared.f32 %f3, [static_smem+40956];
+  ld.shared.f32 %f4, [%r5];
+  add.f32 %f5, %f3, %f4;
+  cvta.to.global.u64 %rd2, %rd1;
+  st.global.f32 [%rd2], %f5;
+  ret;
+}
+)";
+
+TEST(CudaDeviceWrappers, StaticPlusDynamicSharedMemoryOver48KiB) {
+  REQUIRE_DEVICE();
+  // 40 KiB static + 16 KiB dynamic: the dynamic part alone is under the
+  // default 48 KiB, the sum is not, so the launch needs the opt-in.
+  void *module =
+      mgpuModuleLoad(const_cast<char *>(kSharedSumPtx), sizeof(kSharedSumPtx));
+  ASSERT_NE(module, nullptr) << lastMessage();
+  void *function = mgpuModuleGetFunction(module, "shared_sum");
+  ASSERT_NE(function, nullptr) << lastMessage();
+  DeviceArray out(LINFUSE_F32, {1});
+  for (int32_t dynamicBytes : {16 * 1024, 4, 64 * 1024}) {
+    SCOPED_TRACE(std::to_string(dynamicBytes) + " dynamic bytes");
+    out.fill(-1.0);
+    void *pointer = out.device;
+    uint32_t words = uint32_t(dynamicBytes / 4);
+    void *params[] = {&pointer, &words};
+    linfuse_clear_error();
+    mgpuLaunchKernel(function, 1, 1, 1, 1, 1, 1, dynamicBytes, nullptr, params,
+                     nullptr, 2);
+    ASSERT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
+    EXPECT_EQ(out.download().store[0], 3.0);
+  }
+  mgpuModuleUnload(module);
+  EXPECT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
+}
+
 TEST(CudaDeviceWrappers, MemsetAndCopies) {
   REQUIRE_DEVICE();
   DeviceArray data(LINFUSE_F32, {1000});
