@@ -26,7 +26,8 @@
 // environment.
 //
 // Shared state, created once: the cuBLASLt handle, a 32 MiB workspace
-// (every call runs on the runtime's stream, so calls never overlap on it)
+// (every call runs on the runtime's stream, so calls never overlap on it;
+// calls recorded into a graph run when it is launched, on that stream too)
 // and the algorithm that cublasLtMatmulAlgoGetHeuristic picked for each
 // problem key (shapes, types, transposes, leading dimensions, batch
 // strides, epilogue and pointer alignments).

@@ -220,9 +220,10 @@ LINFUSE_RUNTIME_EXPORT void linfuse_reset_stats(void);
  * (mgpuModuleLoad, mgpuLaunchKernel, mgpuMemAlloc, mgpuMemcpy, ...; the
  * runtime defines them with upstream's C signatures, see
  * lib/Runtime/CudaWrappers.cpp). mgpuStreamCreate returns the runtime's
- * stream, and a null stream argument means it too. GEMM calls are
- * asynchronous: synchronize (linfuse_cuda_synchronize) before the host
- * reads results.
+ * stream, and a null stream argument means it too (on a thread that
+ * captures a CUDA graph, all three mean the capture's own stream, see
+ * linfuse_cuda_graph_begin). GEMM calls are asynchronous: synchronize
+ * (linfuse_cuda_synchronize) before the host reads results.
  *===----------------------------------------------------------------------===*/
 
 /* 1 if the CUDA backend can run here (driver, device and cuBLASLt all
@@ -231,7 +232,8 @@ LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_available(void);
 
 /* The runtime's stream (a CUstream), created on first use as a
  * non-blocking stream of the device's primary context; NULL, with the
- * error recorded, without a device. Never destroy it. */
+ * error recorded, without a device. Never destroy it. On a thread that is
+ * capturing a graph: the stream that capture records. */
 LINFUSE_RUNTIME_EXPORT void *linfuse_cuda_stream(void);
 
 /* Waits until everything enqueued on the runtime's stream has run; returns
