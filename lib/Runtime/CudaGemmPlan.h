@@ -1,5 +1,4 @@
-//===- CudaGemmPlan.h - Device-free decisions of linfuse_cuda_gemm -*- C++
-//-*-===//
+//===- CudaGemmPlan.h - Device-free rules of linfuse_cuda_gemm --*- C++ -*-===//
 //
 // What linfuse_cuda_gemm decides from its arguments and cuBLASLt's answers
 // alone: the pointer alignments it promises cuBLASLt's heuristic, and what
