@@ -219,9 +219,10 @@ void countDeviceWork(int64_t gemmCalls, int64_t kernelLaunches);
 /// (CudaCapture.h).
 FreeAction freeAction(void *ptr);
 
-/// True on the thread whose graph capture (linfuse_cuda_graph_begin ..
-/// _end, or the first call of a function compiled with cuda-graph) records
-/// the runtime stream: its work is recorded, not run, so it must not wait.
+/// True on the thread that is capturing a graph (linfuse_cuda_graph_begin
+/// .. _end, or the first call of a function compiled with cuda-graph), and
+/// only there: its work is recorded into its capture stream, not run, so it
+/// must not wait. Other threads' work runs as usual meanwhile.
 bool capturing();
 
 /// True on a thread that is replaying a function graph: the function's host
@@ -236,8 +237,8 @@ bool replaying();
 /// capture: an error is recorded and null returned).
 void *replayAllocation(uint64_t bytes, const char *fn);
 
-/// While a function graph is being captured on this thread: notes an
-/// allocation the graph makes (in order), for replayAllocation.
+/// While this thread captures: notes an allocation the graph makes (in
+/// order), for freeAction and for replays of a function graph.
 void noteCapturedAllocation(void *ptr, uint64_t bytes);
 
 } // namespace linfuse::runtime::cuda
