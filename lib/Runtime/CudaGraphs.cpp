@@ -275,13 +275,13 @@ thread_local FunctionCall call;
 /// The graphs of the function of `slot` (graphMutex held), emptied if they
 /// belong to an earlier module at that address.
 FunctionGraphs &graphsOf(uintptr_t slot, int64_t generation) {
-  FunctionGraphs &graphs = functionGraphs[slot];
-  if (graphs.generation != generation) {
-    graphs.list.clear();
-    graphs.failed.clear();
-    graphs.generation = generation;
+  FunctionGraphs &function = functionGraphs[slot];
+  if (function.generation != generation) {
+    function.list.clear();
+    function.failed.clear();
+    function.generation = generation;
   }
-  return graphs;
+  return function;
 }
 
 /// The graph to replay for `key`, or null; `failedBefore` if that key's
@@ -290,9 +290,9 @@ FunctionGraphPtr findGraph(uintptr_t slot, int64_t generation,
                            const std::vector<int64_t> &key,
                            bool &failedBefore) {
   std::lock_guard<std::mutex> lock(graphMutex);
-  FunctionGraphs &graphs = graphsOf(slot, generation);
-  failedBefore = graphs.failed.contains(key);
-  std::deque<FunctionGraphPtr> &list = graphs.list;
+  FunctionGraphs &function = graphsOf(slot, generation);
+  failedBefore = function.failed.contains(key);
+  std::deque<FunctionGraphPtr> &list = function.list;
   auto hit =
       std::find_if(list.begin(), list.end(),
                    [&](const FunctionGraphPtr &g) { return g->key == key; });
@@ -549,9 +549,10 @@ int32_t endFunctionCapture(const char *fn, uintptr_t slot, bool failed,
   }
   g->key = std::move(call.key);
   g->allocations = std::move(ended.allocations);
-  if (int32_t s = inContext(fn, nullptr, [&](CUstream stream) {
-        return launchGraph(fn, stream, g->graph);
-      }))
+  s = inContext(fn, nullptr, [&](CUstream stream) {
+    return launchGraph(fn, stream, g->graph);
+  });
+  if (s != LINFUSE_OK)
     return s;
   std::lock_guard<std::mutex> lock(graphMutex);
   std::deque<FunctionGraphPtr> &list = graphsOf(slot, call.generation).list;
