@@ -26,13 +26,15 @@
 // environment.
 //
 // Shared state, created once: the cuBLASLt handle, a 32 MiB workspace
-// (every call runs on the runtime's stream, so calls never overlap on it)
+// (every call runs on the runtime's stream, so calls never overlap on it;
+// calls recorded into a graph run when it is launched, on that stream too)
 // and the algorithm that cublasLtMatmulAlgoGetHeuristic picked for each
 // problem key (shapes, types, transposes, leading dimensions, batch
 // strides, epilogue and pointer alignments).
 //
 //===----------------------------------------------------------------------===//
 
+#include "CudaGemmPlan.h"
 #include "CudaLoader.h"
 
 #include <algorithm>
@@ -63,6 +65,8 @@ constexpr uint64_t kWorkspaceBytes = uint64_t(32) << 20;
 //===----------------------------------------------------------------------===//
 // Arguments
 //===----------------------------------------------------------------------===//
+
+int64_t elementBytes(int32_t dtype) { return dtype == LINFUSE_F32 ? 4 : 2; }
 
 cudaDataType cudaType(int32_t dtype) {
   return dtype == LINFUSE_F16    ? CUDA_R_16F
@@ -104,7 +108,7 @@ int32_t readView(const char *name, int64_t rank, void *descriptor,
     return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
                 "%s: %s is not empty but its data pointer is null", kFn, name);
   view.data = static_cast<char *>(memref->aligned) +
-              memref->offset * (dtype == LINFUSE_F32 ? 4 : 2);
+              memref->offset * elementBytes(dtype);
   return LINFUSE_OK;
 }
 
@@ -213,13 +217,6 @@ int32_t unsupportedLayout(const char *name, const View &v,
       LINFUSE_ERROR_UNSUPPORTED,
       "%s: %s (%" PRId64 "x%" PRId64 ", strides [%" PRId64 ", %" PRId64 "]) %s",
       kFn, name, v.rows(), v.cols(), v.stride[1], v.stride[2], requirement);
-}
-
-/// The largest power of two (up to 256, cuBLASLt's default requirement)
-/// that divides `data`.
-uint32_t alignmentOf(const void *data) {
-  uintptr_t address = reinterpret_cast<uintptr_t>(data) | 256;
-  return uint32_t(address & -address);
 }
 
 //===----------------------------------------------------------------------===//
@@ -429,10 +426,13 @@ int32_t plan(int64_t aRank, void *a, int64_t bRank, void *b, int64_t biasRank,
   // transposed (transposed xor transB xor 1) times, likewise op(A)^T.
   out.opX = out.x.transposed != p.transB ? CUBLAS_OP_N : CUBLAS_OP_T;
   out.opY = out.y.transposed != p.transA ? CUBLAS_OP_N : CUBLAS_OP_T;
-  out.alignX = alignmentOf(p.b.data);
-  out.alignY = alignmentOf(p.a.data);
-  out.alignC = alignmentOf(p.c.data);
-  out.alignBias = p.hasBias ? alignmentOf(p.bias.data) : 0;
+  // What every batch's matrix has: batch i starts at data + i * stride.
+  int64_t abBytes = elementBytes(abType), cBytes = elementBytes(cType);
+  out.alignX = batchAlignment(p.b.data, p.b.stride[0] * abBytes, out.batch);
+  out.alignY = batchAlignment(p.a.data, p.a.stride[0] * abBytes, out.batch);
+  out.alignC = batchAlignment(p.c.data, p.c.stride[0] * cBytes, out.batch);
+  // The bias is one vector for all batches.
+  out.alignBias = p.hasBias ? batchAlignment(p.bias.data, 0, 1) : 0;
   out.abType = abType;
   out.cType = cType;
   out.compute = abType == LINFUSE_F32 && allowTf32()
@@ -503,17 +503,18 @@ int32_t algorithmFor(const Plan &plan, cublasLtHandle_t ltHandle,
   cublasStatus_t status = cublasLt().cublasLtMatmulAlgoGetHeuristic(
       ltHandle, d.matmul, d.x, d.y, d.c, d.c, d.preference, 1, &result, &found);
   const Problem &p = plan.p;
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED ||
-      (status == CUBLAS_STATUS_SUCCESS && found == 0))
+  linfuse_status outcome = heuristicOutcome(status, found);
+  if (outcome == LINFUSE_ERROR_UNSUPPORTED)
     return fail(LINFUSE_ERROR_UNSUPPORTED,
                 "%s: cuBLASLt has no algorithm for %s inputs, %s C, "
                 "M=%" PRId64 " N=%" PRId64 " K=%" PRId64 " batch=%" PRId64
-                ", cuBLASLt epilogue %d, alignments A %u B %u C %u bias %u",
+                ", cuBLASLt epilogue %d, alignments A %u B %u C %u bias %u "
+                "(heuristic: %s, %d found)",
                 kFn, dtypeName(plan.abType), dtypeName(plan.cType), p.m, p.n,
                 p.k, plan.batch, int(plan.epilogue), plan.alignY, plan.alignX,
-                plan.alignC, plan.alignBias);
-  if (int32_t s = check(status, kFn, "cublasLtMatmulAlgoGetHeuristic"))
-    return s;
+                plan.alignC, plan.alignBias, statusName(status), found);
+  if (outcome != LINFUSE_OK)
+    return check(status, kFn, "cublasLtMatmulAlgoGetHeuristic");
   algo = result.algo;
   std::lock_guard<std::mutex> lock(stateMutex);
   algorithms.emplace(key, algo);

@@ -19,6 +19,15 @@
 // AUTO_FREE_ON_LAUNCH, so a relaunch frees what the previous launch left
 // allocated (the results) before allocating it again.
 //
+// Threads: one capture or function-graph call at a time (captureMutex).
+// A capture records a stream of its own (captureStream), which stands in
+// for the runtime's stream on the capturing thread only (setCaptureStream),
+// so other threads' plain calls and graph launches run on the runtime's
+// stream meanwhile and are never recorded into it. What the capturing or
+// replaying thread has allocated and which of its frees must wait is kept
+// in its CaptureState (CudaCapture.h); a capture is ended whatever else
+// fails, so that its stream never stays in capture mode.
+//
 //===----------------------------------------------------------------------===//
 
 #include "CudaLoader.h"
@@ -35,6 +44,8 @@
 using namespace linfuse::runtime;
 using namespace linfuse::runtime::cuda;
 
+extern "C" void mgpuMemFree(void *ptr, CUstream stream);
+
 namespace {
 
 /// An instantiated graph and the work it replays (for the stats).
@@ -48,15 +59,17 @@ std::mutex graphMutex;
 std::map<std::string, Graph> graphs; // guarded by graphMutex
 std::string captureKey;              // guarded by graphMutex
 Graph captured;                      // guarded by graphMutex: counts so far
-/// Whether this thread is capturing: its work is recorded into the graph;
-/// other threads' captures and graph calls wait for it (captureMutex).
-thread_local bool ownsCapture = false;
 
 /// Held from the start of a capture (keyed, or of a function call) or of a
-/// function graph's replay to its end: the runtime's one stream can record
-/// one capture at a time, and a launch from another thread during a capture
-/// would be recorded into it.
+/// function graph's replay to its end: one capture stream, one capture and
+/// one set of counts (captured) at a time.
 std::mutex captureMutex;
+/// The stream captures record (guarded by captureMutex).
+CUstream captureStream = nullptr;
+
+/// This thread's capture or replay: its graph's allocations and the frees
+/// that wait for its end. Capturing or replaying is this and nothing else.
+thread_local CaptureState captureState;
 
 void addToStats(int64_t gemmCalls, int64_t kernelLaunches) {
   for (int64_t i = 0; i < gemmCalls; ++i)
@@ -81,38 +94,87 @@ bool validKey(const char *fn, const char *key) {
   return false;
 }
 
-/// Starts capturing the runtime's stream (graphMutex held). The GEMM
-/// workspace is allocated first: allocating it inside the capture would
-/// make it a graph allocation.
-int32_t beginCapture(const char *fn, CUstream stream, const char *key) {
+/// Whether `stream` is recording a capture.
+bool isCapturing(CUstream stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return driver().cuStreamIsCapturing(stream, &status) == CUDA_SUCCESS &&
+         status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+/// The capture stream, ready for a new capture (captureMutex held, context
+/// current). Should an earlier capture not have been ended, it is ended and
+/// dropped here or, if that fails, its stream is left to it.
+int32_t readyCaptureStream(const char *fn) {
+  if (captureStream && isCapturing(captureStream)) {
+    CUgraph stale = nullptr;
+    if (driver().cuStreamEndCapture(captureStream, &stale) == CUDA_SUCCESS &&
+        stale)
+      driver().cuGraphDestroy(stale);
+    if (isCapturing(captureStream))
+      captureStream = nullptr;
+  }
+  if (captureStream)
+    return LINFUSE_OK;
+  // Non-blocking, like the runtime's stream.
+  return check(driver().cuStreamCreate(&captureStream, CU_STREAM_NON_BLOCKING),
+               fn, "cuStreamCreate");
+}
+
+/// Starts this thread's capture (captureMutex held, context current). The
+/// GEMM workspace is allocated first: allocating it inside the capture
+/// would make it a graph allocation.
+int32_t beginCapture(const char *fn, const char *key) {
   if (cublasLtUsable())
     if (int32_t s = prepareGemm(fn))
       return s;
+  if (int32_t s = readyCaptureStream(fn))
+    return s;
   // Thread-local mode: calls that cannot be captured (a synchronization,
   // cuMemAlloc) fail on this thread and invalidate the capture, which the
   // end of the capture then reports; other threads are not affected.
   if (int32_t s = check(driver().cuStreamBeginCapture(
-                            stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                            captureStream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
                         fn, "cuStreamBeginCapture"))
     return s;
-  captureKey = key;
-  captured = Graph();
-  ownsCapture = true;
+  {
+    std::lock_guard<std::mutex> lock(graphMutex);
+    captureKey = key;
+    captured = Graph();
+  }
+  captureState.beginCapture();
+  setCaptureStream(captureStream);
   return LINFUSE_OK;
 }
 
-/// Forgets this thread's capture, whether or not the stream's capture could
-/// be ended.
-void dropCapture() { ownsCapture = false; }
+/// Ends this thread's capture, whatever else fails (a context that cannot
+/// be made current included: the stream names its context), so that the
+/// capture stream never stays in capture mode; this thread is back to
+/// plain calls. The recording (null if the capture was invalidated) goes
+/// to `recording`, what the capture allocated and the frees that waited
+/// for its end to `ended`. Returns cuStreamEndCapture's result.
+CUresult stopCapture(CUgraph &recording, CaptureState::Ended &ended) {
+  recording = nullptr;
+  CUresult result = driver().cuStreamEndCapture(captureStream, &recording);
+  setCaptureStream(nullptr);
+  ended = captureState.end();
+  return result;
+}
 
-/// Ends the capture (graphMutex held) and instantiates it into `out`.
-/// Relaunching frees what the previous launch left allocated.
-int32_t endCapture(const char *fn, CUstream stream, Graph &out) {
-  dropCapture();
-  Graph g = captured;
-  // Ends the capture whatever happened during it.
-  int32_t s = check(driver().cuStreamEndCapture(stream, &g.graph), fn,
-                    "cuStreamEndCapture");
+/// Ends this thread's capture (stopCapture) and instantiates it into `out`
+/// (with its counts). Relaunching frees what the previous launch left
+/// allocated.
+int32_t endCapture(const char *fn, Graph &out, CaptureState::Ended &ended) {
+  ScopedContext context(fn);
+  Graph g;
+  {
+    std::lock_guard<std::mutex> lock(graphMutex);
+    g = captured;
+    captured = Graph();
+  }
+  CUresult result = stopCapture(g.graph, ended);
+  int32_t s = context.status();
+  if (s == LINFUSE_OK)
+    s = check(result, fn, "cuStreamEndCapture");
   if (s == LINFUSE_OK)
     s = check(
         driver().cuGraphInstantiateWithFlags(
@@ -126,6 +188,13 @@ int32_t endCapture(const char *fn, CUstream stream, Graph &out) {
   return LINFUSE_OK;
 }
 
+/// Runs the frees that waited for the end of a capture or replay (after
+/// its graph's launch, if any), now that this thread makes plain calls.
+void freeDeferred(const std::vector<void *> &deferred) {
+  for (void *ptr : deferred)
+    mgpuMemFree(ptr, nullptr);
+}
+
 int32_t launchGraph(const char *fn, CUstream stream, const Graph &g) {
   if (int32_t s =
           check(driver().cuGraphLaunch(g.exec, stream), fn, "cuGraphLaunch"))
@@ -137,11 +206,6 @@ int32_t launchGraph(const char *fn, CUstream stream, const Graph &g) {
 //===----------------------------------------------------------------------===//
 // Function graphs
 //===----------------------------------------------------------------------===//
-
-struct Allocation {
-  void *ptr;
-  uint64_t bytes;
-};
 
 /// One captured call of a function: its argument key, its graph and the
 /// allocations its body made, in order.
@@ -166,11 +230,13 @@ using FunctionGraphPtr = std::shared_ptr<FunctionGraph>;
 /// otherwise grow without bound.
 constexpr size_t kGraphsPerFunction = 16;
 
-/// The graphs of one function, most recently used first, and the
-/// generation of its slot they belong to.
+/// The graphs of one function, most recently used first, the keys whose
+/// capture failed (they run without a graph), and the generation of its
+/// slot they belong to.
 struct FunctionGraphs {
   int64_t generation = 0;
   std::deque<FunctionGraphPtr> list;
+  FailedKeys failed{kGraphsPerFunction};
 };
 
 /// Per function (its slot's address), guarded by graphMutex. Never
@@ -192,7 +258,9 @@ int64_t slotGeneration(uintptr_t slot) {
   return *word;
 }
 
-/// What this thread's function call is doing.
+/// What this thread's function call is doing. PassThrough: no graph of
+/// its own (an outer capture records the body, or its key failed to
+/// capture before and it runs plainly).
 struct FunctionCall {
   enum class Mode { None, PassThrough, Capture, Replay };
   Mode mode = Mode::None;
@@ -200,28 +268,31 @@ struct FunctionCall {
   std::vector<int64_t> key;
   int64_t generation = 0;
   FunctionGraphPtr replay;
-  size_t cursor = 0;
-  bool diverged = false;
-  std::vector<Allocation> recorded;
   uint64_t failuresAtBegin = 0;
 };
 thread_local FunctionCall call;
 
 /// The graphs of the function of `slot` (graphMutex held), emptied if they
 /// belong to an earlier module at that address.
-std::deque<FunctionGraphPtr> &graphsOf(uintptr_t slot, int64_t generation) {
-  FunctionGraphs &graphs = functionGraphs[slot];
-  if (graphs.generation != generation) {
-    graphs.list.clear();
-    graphs.generation = generation;
+FunctionGraphs &graphsOf(uintptr_t slot, int64_t generation) {
+  FunctionGraphs &function = functionGraphs[slot];
+  if (function.generation != generation) {
+    function.list.clear();
+    function.failed.clear();
+    function.generation = generation;
   }
-  return graphs.list;
+  return function;
 }
 
+/// The graph to replay for `key`, or null; `failedBefore` if that key's
+/// capture failed before (then the call runs without a graph).
 FunctionGraphPtr findGraph(uintptr_t slot, int64_t generation,
-                           const std::vector<int64_t> &key) {
+                           const std::vector<int64_t> &key,
+                           bool &failedBefore) {
   std::lock_guard<std::mutex> lock(graphMutex);
-  std::deque<FunctionGraphPtr> &list = graphsOf(slot, generation);
+  FunctionGraphs &function = graphsOf(slot, generation);
+  failedBefore = function.failed.contains(key);
+  std::deque<FunctionGraphPtr> &list = function.list;
   auto hit =
       std::find_if(list.begin(), list.end(),
                    [&](const FunctionGraphPtr &g) { return g->key == key; });
@@ -245,30 +316,27 @@ void finishCall() {
 
 } // namespace
 
-bool cuda::capturing() { return ownsCapture; }
+bool cuda::capturing() { return captureState.capturing(); }
 
-bool cuda::replaying() { return call.mode == FunctionCall::Mode::Replay; }
+bool cuda::replaying() { return captureState.replaying(); }
+
+FreeAction cuda::freeAction(void *ptr) { return captureState.onFree(ptr); }
 
 void *cuda::replayAllocation(uint64_t bytes, const char *fn) {
-  if (call.diverged)
-    return nullptr;
-  const std::vector<Allocation> &allocations = call.replay->allocations;
-  if (call.cursor >= allocations.size() ||
-      allocations[call.cursor].bytes != bytes) {
-    call.diverged = true;
+  bool divergedBefore = captureState.diverged();
+  size_t index = captureState.cursor();
+  void *ptr = captureState.nextAllocation(bytes);
+  if (!ptr && !divergedBefore)
     fail(LINFUSE_ERROR_BACKEND,
          "%s: the replayed function asked for allocation %zu of %llu bytes, "
          "which its capture did not make (a graph replays only calls that "
          "repeat the captured one)",
-         fn, call.cursor, static_cast<unsigned long long>(bytes));
-    return nullptr;
-  }
-  return allocations[call.cursor++].ptr;
+         fn, index, static_cast<unsigned long long>(bytes));
+  return ptr;
 }
 
 void cuda::noteCapturedAllocation(void *ptr, uint64_t bytes) {
-  if (call.mode == FunctionCall::Mode::Capture)
-    call.recorded.push_back({ptr, bytes});
+  captureState.noteAllocation(ptr, bytes);
 }
 
 void cuda::countDeviceWork(int64_t gemmCalls, int64_t kernelLaunches) {
@@ -283,7 +351,7 @@ void cuda::countDeviceWork(int64_t gemmCalls, int64_t kernelLaunches) {
 
 /// Why this thread cannot start a capture or drop graphs now, or null.
 static const char *busy() {
-  if (ownsCapture)
+  if (capturing())
     return "a capture is in progress on this thread";
   if (call.depth > 0)
     return "this thread is inside a function's graph call";
@@ -301,11 +369,10 @@ int32_t linfuse_cuda_graph_begin(const char *key) {
   if (const char *why = busy())
     return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: cannot capture '%s': %s",
                 fn, key, why);
-  return inContext(fn, nullptr, [&](CUstream stream) {
+  return inContext(fn, nullptr, [&](CUstream) {
     // Held until _end: another thread's capture or graph call waits.
     captureMutex.lock();
-    std::lock_guard<std::mutex> lock(graphMutex);
-    int32_t s = beginCapture(fn, stream, key);
+    int32_t s = beginCapture(fn, key);
     if (s != LINFUSE_OK)
       captureMutex.unlock();
     return s;
@@ -314,22 +381,24 @@ int32_t linfuse_cuda_graph_begin(const char *key) {
 
 int32_t linfuse_cuda_graph_end(void) {
   constexpr const char *fn = "linfuse_cuda_graph_end";
-  if (!ownsCapture || call.mode == FunctionCall::Mode::Capture)
+  if (!capturing() || call.mode == FunctionCall::Mode::Capture)
     return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
                 "%s: no capture in progress on this thread (call "
                 "linfuse_cuda_graph_begin)",
                 fn);
-  int32_t status = inContext(fn, nullptr, [&](CUstream stream) {
+  Graph g;
+  CaptureState::Ended ended;
+  int32_t status = endCapture(fn, g, ended);
+  if (status == LINFUSE_OK) {
+    ScopedContext context(fn); // For the graph it replaces.
     std::lock_guard<std::mutex> lock(graphMutex);
-    Graph g;
-    if (int32_t s = endCapture(fn, stream, g))
-      return s;
     Graph &slot = graphs[captureKey];
     destroy(slot);
     slot = g;
-    return int32_t(LINFUSE_OK);
-  });
-  dropCapture(); // If a failure (no context) left it open.
+  }
+  // Frees of memory from outside the capture take effect now, on the
+  // runtime's stream: the graph must not use that memory.
+  freeDeferred(ended.deferredFrees);
   captureMutex.unlock();
   return status;
 }
@@ -338,6 +407,9 @@ int32_t linfuse_cuda_graph_launch(const char *key) {
   constexpr const char *fn = "linfuse_cuda_graph_launch";
   if (!validKey(fn, key))
     return LINFUSE_ERROR_INVALID_ARGUMENT;
+  // No captureMutex: another thread's capture records its own stream, so
+  // the launch goes on the runtime's stream (on this thread's capture
+  // stream, recorded, if this thread captures).
   return inContext(fn, nullptr, [&](CUstream stream) {
     // Held while launching, so that linfuse_cuda_graph_destroy cannot free
     // the graph under the launch.
@@ -398,7 +470,7 @@ int32_t linfuse_cuda_function_begin(uintptr_t slot, const int64_t *key,
   if (!slot || keyLength < 0 || (keyLength > 0 && !key))
     return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
                 "%s: invalid function slot or argument key", fn);
-  return inContext(fn, nullptr, [&](CUstream stream) {
+  return inContext(fn, nullptr, [&](CUstream) {
     // Inside this thread's linfuse_cuda_graph_begin capture the body is
     // recorded into that one.
     if (capturing()) {
@@ -411,12 +483,21 @@ int32_t linfuse_cuda_function_begin(uintptr_t slot, const int64_t *key,
     call.key = std::move(argumentKey);
     call.generation = slotGeneration(slot);
     call.failuresAtBegin = failureCount();
-    if ((call.replay = findGraph(slot, call.generation, call.key))) {
+    bool failedBefore = false;
+    if ((call.replay =
+             findGraph(slot, call.generation, call.key, failedBefore))) {
       call.mode = FunctionCall::Mode::Replay;
+      captureState.beginReplay(call.replay->allocations);
       return int32_t(LINFUSE_OK);
     }
-    std::lock_guard<std::mutex> lock(graphMutex);
-    if (int32_t s = beginCapture(fn, stream, "a function call")) {
+    if (failedBefore) {
+      // Its capture failed before: capturing again would fail again, so
+      // the body runs plainly.
+      captureMutex.unlock();
+      call.mode = FunctionCall::Mode::PassThrough;
+      return int32_t(LINFUSE_OK);
+    }
+    if (int32_t s = beginCapture(fn, "a function call")) {
       captureMutex.unlock();
       call.key.clear();
       return s;
@@ -425,6 +506,63 @@ int32_t linfuse_cuda_function_begin(uintptr_t slot, const int64_t *key,
     return int32_t(LINFUSE_OK);
   });
 }
+
+namespace {
+
+/// Ends this thread's replay: launches the graph unless the body failed or
+/// diverged from the capture. `deferred` gets the frees to run after it.
+int32_t endReplay(const char *fn, bool failed, std::vector<void *> &deferred) {
+  size_t made = captureState.cursor(),
+         expected = captureState.allocationCount();
+  bool diverged = captureState.diverged();
+  deferred = captureState.end().deferredFrees;
+  if (failed || diverged)
+    return LINFUSE_ERROR_BACKEND; // Already recorded.
+  if (made != expected)
+    return fail(LINFUSE_ERROR_BACKEND,
+                "%s: the replayed function made %zu of the %zu allocations "
+                "its capture made",
+                fn, made, expected);
+  return inContext(fn, nullptr, [&](CUstream stream) {
+    return launchGraph(fn, stream, call.replay->graph);
+  });
+}
+
+/// Ends this thread's function capture: instantiates, launches and keeps
+/// the graph, or, if the capture or the body failed, remembers the key so
+/// that its later calls run without a graph. `deferred` gets the frees to
+/// run after the launch.
+int32_t endFunctionCapture(const char *fn, uintptr_t slot, bool failed,
+                           std::vector<void *> &deferred) {
+  auto g = std::make_shared<FunctionGraph>();
+  CaptureState::Ended ended;
+  int32_t s = endCapture(fn, g->graph, ended);
+  deferred = std::move(ended.deferredFrees);
+  // Something in the body failed while it was recorded (a GEMM's
+  // arguments, say): the graph lacks that work, so it is not kept.
+  if (s == LINFUSE_OK && failed)
+    s = LINFUSE_ERROR_BACKEND;
+  if (s != LINFUSE_OK) {
+    std::lock_guard<std::mutex> lock(graphMutex);
+    graphsOf(slot, call.generation).failed.add(std::move(call.key));
+    return s;
+  }
+  g->key = std::move(call.key);
+  g->allocations = std::move(ended.allocations);
+  s = inContext(fn, nullptr, [&](CUstream stream) {
+    return launchGraph(fn, stream, g->graph);
+  });
+  if (s != LINFUSE_OK)
+    return s;
+  std::lock_guard<std::mutex> lock(graphMutex);
+  std::deque<FunctionGraphPtr> &list = graphsOf(slot, call.generation).list;
+  list.push_front(std::move(g));
+  if (list.size() > kGraphsPerFunction)
+    list.pop_back(); // Not in flight: every launch is waited for.
+  return LINFUSE_OK;
+}
+
+} // namespace
 
 int32_t linfuse_cuda_function_end(uintptr_t slot) {
   constexpr const char *fn = "linfuse_cuda_function_end";
@@ -435,49 +573,25 @@ int32_t linfuse_cuda_function_end(uintptr_t slot) {
     return LINFUSE_OK;
   if (call.mode == FunctionCall::Mode::None ||
       call.mode == FunctionCall::Mode::PassThrough) {
-    // Begin failed (and said why) or an outer capture records the body.
+    // Begin failed (and said why), an outer capture records the body, or
+    // the body ran plainly.
     finishCall();
     return LINFUSE_OK;
   }
-  int32_t status = inContext(fn, nullptr, [&](CUstream stream) -> int32_t {
-    bool failed = failureCount() != call.failuresAtBegin;
-    if (call.mode == FunctionCall::Mode::Replay) {
-      if (failed || call.diverged)
-        return LINFUSE_ERROR_BACKEND; // Already recorded.
-      if (call.cursor != call.replay->allocations.size())
-        return fail(LINFUSE_ERROR_BACKEND,
-                    "%s: the replayed function made %zu of the %zu "
-                    "allocations its capture made",
-                    fn, call.cursor, call.replay->allocations.size());
-      if (int32_t s = launchGraph(fn, stream, call.replay->graph))
-        return s;
-    } else {
-      auto g = std::make_shared<FunctionGraph>();
-      {
-        std::lock_guard<std::mutex> lock(graphMutex);
-        if (int32_t s = endCapture(fn, stream, g->graph))
-          return s;
-      }
-      // Something in the body failed while it was recorded (a GEMM's
-      // arguments, say): the graph lacks that work, so it is not kept.
-      if (failed)
-        return LINFUSE_ERROR_BACKEND;
-      g->key = std::move(call.key);
-      g->allocations = std::move(call.recorded);
-      if (int32_t s = launchGraph(fn, stream, g->graph))
-        return s;
-      std::lock_guard<std::mutex> lock(graphMutex);
-      std::deque<FunctionGraphPtr> &list = graphsOf(slot, call.generation);
-      list.push_front(std::move(g));
-      if (list.size() > kGraphsPerFunction)
-        list.pop_back(); // Not in flight: every launch below is waited for.
-    }
-    // The compiled function returns to its caller with its work done, as
-    // without a graph.
-    return check(driver().cuStreamSynchronize(stream), fn,
-                 "cuStreamSynchronize");
-  });
-  dropCapture(); // If a failure (no context) left it open.
+  bool failed = failureCount() != call.failuresAtBegin;
+  std::vector<void *> deferred;
+  int32_t status = call.mode == FunctionCall::Mode::Replay
+                       ? endReplay(fn, failed, deferred)
+                       : endFunctionCapture(fn, slot, failed, deferred);
+  // After the launch, on the runtime's stream.
+  freeDeferred(deferred);
+  // The compiled function returns to its caller with its work done, as
+  // without a graph.
+  if (status == LINFUSE_OK)
+    status = inContext(fn, nullptr, [&](CUstream stream) {
+      return check(driver().cuStreamSynchronize(stream), fn,
+                   "cuStreamSynchronize");
+    });
   finishCall();
   return status;
 }
@@ -485,16 +599,16 @@ int32_t linfuse_cuda_function_end(uintptr_t slot) {
 void linfuse_cuda_function_abandon(void) {
   if (call.depth == 0)
     return;
+  CaptureState::Ended ended;
   if (call.mode == FunctionCall::Mode::Capture) {
-    inContext("linfuse_cuda_function_abandon", nullptr, [&](CUstream stream) {
-      // Ends the capture; the partial recording is dropped uninstantiated.
-      CUgraph partial = nullptr;
-      if (driver().cuStreamEndCapture(stream, &partial) == CUDA_SUCCESS &&
-          partial)
-        driver().cuGraphDestroy(partial);
-      return int32_t(LINFUSE_OK);
-    });
-    dropCapture();
+    // Ends the capture; the partial recording is dropped uninstantiated.
+    ScopedContext context("linfuse_cuda_function_abandon");
+    CUgraph partial = nullptr;
+    if (stopCapture(partial, ended) == CUDA_SUCCESS && partial)
+      driver().cuGraphDestroy(partial);
+  } else if (call.mode == FunctionCall::Mode::Replay) {
+    ended = captureState.end();
   }
+  freeDeferred(ended.deferredFrees);
   finishCall();
 }

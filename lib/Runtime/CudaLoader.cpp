@@ -182,6 +182,8 @@ const CublasLtState &cublasLtState() {
 
 std::mutex streamMutex;
 CUstream runtimeStream = nullptr; // guarded by streamMutex
+/// This thread's capture stream while it captures a graph.
+thread_local CUstream captureStream = nullptr;
 
 linfuse_status statusFor(CUresult result) {
   switch (result) {
@@ -298,6 +300,8 @@ ScopedContext::~ScopedContext() {
 CUstream cuda::streamOr(CUstream requested, const char *fn) {
   if (requested)
     return requested;
+  if (captureStream)
+    return captureStream;
   std::lock_guard<std::mutex> lock(streamMutex);
   if (!runtimeStream) {
     CUstream stream = nullptr;
@@ -311,7 +315,11 @@ CUstream cuda::streamOr(CUstream requested, const char *fn) {
   return runtimeStream;
 }
 
+void cuda::setCaptureStream(CUstream stream) { captureStream = stream; }
+
 bool cuda::isRuntimeStream(CUstream stream) {
+  if (stream && stream == captureStream)
+    return true;
   std::lock_guard<std::mutex> lock(streamMutex);
   return stream && stream == runtimeStream;
 }

@@ -20,6 +20,7 @@
 #ifndef LINFUSE_LIB_RUNTIME_CUDALOADER_H
 #define LINFUSE_LIB_RUNTIME_CUDALOADER_H
 
+#include "CudaCapture.h"
 #include "RuntimeInternal.h"
 
 #include <cublasLt.h>
@@ -163,11 +164,20 @@ private:
 };
 
 /// The runtime's stream (non-blocking, created on first use); `requested`
-/// instead if it is not null. Call with a ScopedContext active. Null, with
-/// the error recorded, if the stream cannot be created.
+/// instead if it is not null. On a thread that captures a graph, the stream
+/// its capture records stands in for the runtime's stream (see
+/// setCaptureStream). Call with a ScopedContext active. Null, with the
+/// error recorded, if the stream cannot be created.
 CUstream streamOr(CUstream requested, const char *fn);
 
-/// Whether `stream` is the runtime's stream (which is never destroyed).
+/// Makes `stream` this thread's runtime stream while it captures a graph
+/// (null: the runtime's own stream again). Captures record a stream of
+/// their own, so that other threads' plain calls on the runtime's stream
+/// run at once and are never recorded into a capture.
+void setCaptureStream(CUstream stream);
+
+/// Whether `stream` is the runtime's stream, or this thread's capture
+/// stream (neither is ever destroyed by mgpuStreamDestroy).
 bool isRuntimeStream(CUstream stream);
 
 /// Runs `body(stream)`, which returns a status, with the context current;
@@ -202,9 +212,17 @@ int32_t prepareGemm(const char *fn);
 /// launch of the graph then adds.
 void countDeviceWork(int64_t gemmCalls, int64_t kernelLaunches);
 
-/// True on the thread whose graph capture (linfuse_cuda_graph_begin ..
-/// _end, or the first call of a function compiled with cuda-graph) records
-/// the runtime stream: its work is recorded, not run, so it must not wait.
+/// Whether mgpuMemFree(ptr) may free now on this thread (FreeAction::Now),
+/// must wait for the end of this thread's capture or replay (Defer: it
+/// then runs after the graph's launch) or must do nothing (Skip: the
+/// replayed graph frees it). The one place that decides it
+/// (CudaCapture.h).
+FreeAction freeAction(void *ptr);
+
+/// True on the thread that is capturing a graph (linfuse_cuda_graph_begin
+/// .. _end, or the first call of a function compiled with cuda-graph), and
+/// only there: its work is recorded into its capture stream, not run, so it
+/// must not wait. Other threads' work runs as usual meanwhile.
 bool capturing();
 
 /// True on a thread that is replaying a function graph: the function's host
@@ -219,8 +237,8 @@ bool replaying();
 /// capture: an error is recorded and null returned).
 void *replayAllocation(uint64_t bytes, const char *fn);
 
-/// While a function graph is being captured on this thread: notes an
-/// allocation the graph makes (in order), for replayAllocation.
+/// While this thread captures: notes an allocation the graph makes (in
+/// order), for freeAction and for replays of a function graph.
 void noteCapturedAllocation(void *ptr, uint64_t bytes);
 
 } // namespace linfuse::runtime::cuda

@@ -20,12 +20,17 @@
 //   on every call cost no synchronization and, once warm, no driver
 //   allocation, like a caching allocator. Inside a graph capture the same
 //   calls become the graph's allocation and free nodes.
-// - While a graph is captured, mgpuStreamSynchronize and mgpuEventSynchronize
-//   return at once (nothing runs before the graph is launched, and a
-//   synchronization would invalidate the capture).
+// - A graph capture records a stream of its own, which stands in for the
+//   runtime's stream on the capturing thread only: other threads' calls run
+//   on the runtime's stream at once and are never recorded. On the
+//   capturing thread mgpuStreamSynchronize and mgpuEventSynchronize return
+//   at once (nothing runs before the graph is launched, and a
+//   synchronization would invalidate the capture), and a free of memory the
+//   capture did not allocate waits for the capture's end (CudaCapture.h).
 // - While a function graph is replayed (CudaGraphs.cpp), launches, copies,
-//   memsets, frees, event and stream waits enqueue nothing, and
-//   mgpuMemAlloc returns the captured allocations.
+//   memsets, event and stream waits enqueue nothing, mgpuMemAlloc returns
+//   the captured allocations, frees of those do nothing (the graph frees
+//   them) and other frees run after the graph's launch.
 // - mgpuSetDefaultDevice applies to the whole process and only before the
 //   first CUDA call (upstream's is per thread).
 // - The sparse (cuSPARSE) wrappers and mgpuTensorMapEncodeTiledMemref (emitted
@@ -90,12 +95,14 @@ void launch(const char *fn, CUfunction function,
   ScopedContext context(fn);
   if (context.status())
     return;
-  // Beyond the default 48 KiB a kernel must opt in; the driver rejects what
-  // the device cannot give (CUDA_ERROR_INVALID_VALUE). Likewise clusters of
-  // more than the portable 8 blocks (H100/H200 allow 16).
-  constexpr int32_t kDefaultSharedMemory = 48 * 1024;
+  // A kernel's static plus dynamic shared memory beyond the default 48 KiB
+  // needs an opt-in for the dynamic part (cuda.h, cuLaunchKernel), and the
+  // static part is not known here: opt in whenever there is a dynamic part,
+  // as upstream's wrappers do. The driver rejects what the device cannot
+  // give (CUDA_ERROR_INVALID_VALUE). Likewise clusters of more than the
+  // portable 8 blocks (H100/H200 allow 16).
   constexpr unsigned kPortableClusterSize = 8;
-  if (smem > kDefaultSharedMemory &&
+  if (smem > 0 &&
       check(
           driver().cuFuncSetAttribute(
               function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
@@ -129,13 +136,6 @@ void launch(const char *fn, CUfunction function,
   if (check(driver().cuLaunchKernelEx(&config, function, params, extra), fn,
             "cuLaunchKernelEx") == LINFUSE_OK)
     countDeviceWork(0, 1);
-}
-
-/// Whether work on `stream` is being captured (then nothing may wait on it).
-bool isCapturing(CUstream stream) {
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  return driver().cuStreamIsCapturing(stream, &status) == CUDA_SUCCESS &&
-         status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 /// aligned + offset of an MLIR memref descriptor, and its dense byte size;
@@ -433,9 +433,13 @@ extern "C" LINFUSE_RUNTIME_EXPORT void mgpuStreamDestroy(CUstream stream) {
 }
 
 extern "C" LINFUSE_RUNTIME_EXPORT void mgpuStreamSynchronize(CUstream stream) {
-  runOn("mgpuStreamSynchronize", stream, "cuStreamSynchronize", [](CUstream s) {
-    return isCapturing(s) ? CUDA_SUCCESS : driver().cuStreamSynchronize(s);
-  });
+  // This thread's capture: nothing runs before the graph's launch, and a
+  // wait would invalidate the capture. Another thread's capture records
+  // its own stream, so this thread's work is waited for as usual.
+  if (capturing())
+    return;
+  runOn("mgpuStreamSynchronize", stream, "cuStreamSynchronize",
+        [](CUstream s) { return driver().cuStreamSynchronize(s); });
 }
 
 extern "C" LINFUSE_RUNTIME_EXPORT void mgpuStreamWaitEvent(CUstream stream,
@@ -528,20 +532,16 @@ mgpuMemAlloc(uint64_t sizeBytes, CUstream /*stream*/, bool isHostShared) {
 }
 
 /// Frees what mgpuMemAlloc returned, in stream order (or at once for
-/// managed memory). Nothing while a function graph is replayed: its graph
-/// frees the intermediates itself.
+/// managed memory). In a capture or replay, freeAction decides: a capture
+/// frees its own allocations (graph free nodes), a replayed graph frees its
+/// own itself, and any other free waits for the end of the capture or
+/// replay (then it runs after the graph's launch).
 extern "C" LINFUSE_RUNTIME_EXPORT void mgpuMemFree(void *ptr,
                                                    CUstream /*stream*/) {
   constexpr const char *fn = "mgpuMemFree";
-  if (!ptr || replaying())
+  if (!ptr || freeAction(ptr) != FreeAction::Now)
     return;
   if (isManaged(ptr)) {
-    if (capturing()) {
-      fail(LINFUSE_ERROR_UNSUPPORTED,
-           "%s: host-shared (managed) memory cannot be freed in a CUDA graph",
-           fn);
-      return;
-    }
     if (run(fn, "cuMemFree",
             [&] { return driver().cuMemFree(devicePtr(ptr)); })) {
       std::lock_guard<std::mutex> lock(managedMutex);

@@ -22,12 +22,17 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -958,6 +963,214 @@ TEST(CudaDeviceGraph, AFailedCaptureIsNotKept) {
   EXPECT_EQ(linfuse_cuda_graph_destroy(nullptr), LINFUSE_OK) << lastMessage();
 }
 
+/// A step counter two threads hand work over with (each wait gives up
+/// after 60 s, so that a failure cannot hang the test).
+struct Handover {
+  std::mutex mutex;
+  std::condition_variable changed;
+  int step = 0;
+
+  void reach(int n) {
+    std::lock_guard<std::mutex> lock(mutex);
+    step = n;
+    changed.notify_all();
+  }
+  bool await(int n) {
+    std::unique_lock<std::mutex> lock(mutex);
+    return changed.wait_for(lock, std::chrono::seconds(60),
+                            [&] { return step >= n; });
+  }
+};
+
+TEST(CudaDeviceGraph, PlainCallsOnAnotherThreadDuringACapture) {
+  REQUIRE_DEVICE();
+  // Thread 1 captures a GEMM into a keyed graph; while its capture is open,
+  // this thread runs another GEMM plainly, waits for it and reads it back.
+  DeviceArray a1(LINFUSE_F32, {16, 24}), b1(LINFUSE_F32, {24, 8}),
+      c1(LINFUSE_F32, {16, 8});
+  DeviceArray a2(LINFUSE_F32, {12, 20}), b2(LINFUSE_F32, {20, 10}),
+      c2(LINFUSE_F32, {12, 10});
+  a1.random(60);
+  b1.random(61);
+  c1.fill(-1.0);
+  a2.random(62);
+  b2.random(63);
+  c2.fill(-1.0);
+  std::vector<double> want1 = Call().linear(a1, b1, c1, nullptr);
+  const char *key = "two-threads";
+  linfuse_cuda_graph_destroy(key);
+
+  Handover handover;
+  std::thread capturer([&] {
+    linfuse_clear_error();
+    EXPECT_EQ(linfuse_cuda_graph_begin(key), LINFUSE_OK) << lastMessage();
+    EXPECT_EQ(Call().run(a1, b1, c1), LINFUSE_OK) << lastMessage();
+    handover.reach(1); // Capture open, GEMM recorded.
+    EXPECT_TRUE(handover.await(2));
+    EXPECT_EQ(linfuse_cuda_graph_end(), LINFUSE_OK) << lastMessage();
+    EXPECT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
+  });
+  ASSERT_TRUE(handover.await(1));
+  // Plainly, during the other thread's capture: it runs now, and the
+  // synchronizations wait for it (checkGemm reads C back).
+  checkGemm(Call(), a2, b2, c2);
+  EXPECT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
+  handover.reach(2);
+  capturer.join();
+  ASSERT_EQ(linfuse_cuda_graph_exists(key), 1);
+
+  // The capture ran nothing; its graph holds its GEMM and not this
+  // thread's: a launch computes C1 and leaves C2 alone.
+  for (double v : c1.download().store)
+    ASSERT_EQ(v, -1.0) << "the capture ran its GEMM";
+  c2.fill(-1.0);
+  linfuse_reset_stats();
+  ASSERT_EQ(linfuse_cuda_graph_launch(key), LINFUSE_OK) << lastMessage();
+  c1.download();
+  for (size_t k = 0; k < want1.size(); ++k)
+    ASSERT_NEAR(c1.store[k], want1[k], 1e-6 * (1 + std::fabs(want1[k])));
+  for (double v : c2.download().store)
+    ASSERT_EQ(v, -1.0) << "the other thread's GEMM was recorded";
+  linfuse_runtime_stats stats;
+  linfuse_get_stats(&stats);
+  EXPECT_EQ(stats.gemm_calls, 1);
+  EXPECT_EQ(linfuse_cuda_graph_destroy(key), LINFUSE_OK) << lastMessage();
+}
+
+/// `count` floats read back from device memory, after the runtime's stream.
+std::vector<float> readFloats(void *device, size_t count) {
+  std::vector<float> host(count, 0.0f);
+  mgpuMemcpy(host.data(), device, count * 4, nullptr);
+  EXPECT_EQ(linfuse_cuda_synchronize(), LINFUSE_OK) << lastMessage();
+  return host;
+}
+
+/// A function-graph call by hand (slot, one-word key) whose body allocates
+/// 64 floats, sets them to `value`, then runs `more`. Returns the result
+/// allocation; `status` gets linfuse_cuda_function_end's.
+void *fillByFunction(int64_t *slot, int64_t key, float value,
+                     const std::function<void()> &more, int32_t &status) {
+  linfuse_clear_error();
+  status = linfuse_cuda_function_begin(uintptr_t(slot), &key, 1);
+  EXPECT_EQ(status, LINFUSE_OK) << lastMessage();
+  void *out = mgpuMemAlloc(64 * 4, nullptr, false);
+  mgpuMemset32(out, floatBits(value), 64, nullptr);
+  more();
+  status = linfuse_cuda_function_end(uintptr_t(slot));
+  return out;
+}
+
+TEST(CudaDeviceGraph, FreeInsideACaptureWaitsForItsEnd) {
+  REQUIRE_DEVICE();
+  // Keyed: memory allocated before the capture is freed inside it. Freed
+  // there, it would invalidate the capture; it is freed at _end.
+  void *before = mgpuMemAlloc(1024, nullptr, false);
+  ASSERT_NE(before, nullptr) << lastMessage();
+  linfuse_clear_error();
+  ASSERT_EQ(linfuse_cuda_graph_begin("free-inside"), LINFUSE_OK)
+      << lastMessage();
+  void *inside = mgpuMemAlloc(256 * 4, nullptr, false);
+  mgpuMemset32(inside, floatBits(4.0f), 256, nullptr);
+  mgpuMemFree(before, nullptr);
+  ASSERT_EQ(linfuse_cuda_graph_end(), LINFUSE_OK) << lastMessage();
+  ASSERT_EQ(linfuse_cuda_graph_launch("free-inside"), LINFUSE_OK)
+      << lastMessage();
+  for (float v : readFloats(inside, 256))
+    ASSERT_EQ(v, 4.0f);
+  mgpuMemFree(inside, nullptr);
+  EXPECT_EQ(linfuse_cuda_graph_destroy("free-inside"), LINFUSE_OK);
+  EXPECT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
+
+  // A function graph whose body frees memory from outside the call (a
+  // buffer it owns, not an argument): captured on the first call, replayed
+  // on the next ones, each freeing a new buffer after the graph's launch.
+  static int64_t slot;
+  for (int call = 0; call < 3; ++call) {
+    SCOPED_TRACE("call " + std::to_string(call));
+    void *owned = mgpuMemAlloc(4096, nullptr, false);
+    ASSERT_NE(owned, nullptr) << lastMessage();
+    int32_t status;
+    void *out = fillByFunction(
+        &slot, 20, float(call + 1), [&] { mgpuMemFree(owned, nullptr); },
+        status);
+    ASSERT_EQ(status, LINFUSE_OK) << lastMessage();
+    // A replay repeats the captured memset (1.0): the graph bakes it in.
+    for (float v : readFloats(out, 64))
+      ASSERT_EQ(v, 1.0f);
+    mgpuMemFree(out, nullptr);
+  }
+  EXPECT_EQ(linfuse_cuda_graph_destroy(nullptr), LINFUSE_OK) << lastMessage();
+}
+
+/// What a call that cannot be captured looks like: the timer waits for an
+/// event recorded on the (captured) stream, which invalidates a capture.
+/// Plainly, it just times nothing.
+void waitForTheStream() {
+  float ms = 0;
+  linfuse_cuda_timer_start();
+  linfuse_cuda_timer_stop(&ms);
+}
+
+TEST(CudaDeviceGraph, AKeyWhoseCaptureFailedRunsPlainlyAfterwards) {
+  REQUIRE_DEVICE();
+  ASSERT_EQ(linfuse_cuda_graph_destroy(nullptr), LINFUSE_OK) << lastMessage();
+  waitForTheStream(); // Creates the timer's events outside any capture.
+  ASSERT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
+  static int64_t slot;
+  for (int call = 0; call < 3; ++call) {
+    SCOPED_TRACE("call " + std::to_string(call));
+    int32_t status;
+    void *out =
+        fillByFunction(&slot, 30, float(call + 1), waitForTheStream, status);
+    if (call == 0) {
+      // The capture fails, so does the call (its results are not read).
+      EXPECT_NE(status, LINFUSE_OK);
+      EXPECT_NE(linfuse_last_error(), LINFUSE_OK);
+      continue;
+    }
+    // Later calls with that key run plainly instead of failing again.
+    ASSERT_EQ(status, LINFUSE_OK) << lastMessage();
+    ASSERT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
+    for (float v : readFloats(out, 64))
+      ASSERT_EQ(v, float(call + 1));
+    mgpuMemFree(out, nullptr);
+  }
+  // Another key still captures.
+  int32_t status;
+  void *out = fillByFunction(
+      &slot, 31, 5.0f, [] {}, status);
+  EXPECT_EQ(status, LINFUSE_OK) << lastMessage();
+  for (float v : readFloats(out, 64))
+    ASSERT_EQ(v, 5.0f);
+  mgpuMemFree(out, nullptr);
+  EXPECT_EQ(linfuse_cuda_graph_destroy(nullptr), LINFUSE_OK) << lastMessage();
+}
+
+TEST(CudaDeviceGraph, AnInvalidatedCaptureLeavesTheStreamsUsable) {
+  REQUIRE_DEVICE();
+  waitForTheStream();
+  DeviceArray data(LINFUSE_F32, {128});
+  linfuse_clear_error();
+  ASSERT_EQ(linfuse_cuda_graph_begin("invalidated"), LINFUSE_OK)
+      << lastMessage();
+  mgpuMemset32(data.device, floatBits(1.0f), 128, nullptr);
+  waitForTheStream();
+  EXPECT_NE(linfuse_cuda_graph_end(), LINFUSE_OK);
+  EXPECT_EQ(linfuse_cuda_graph_exists("invalidated"), 0);
+  // The capture is over: plain calls run, and a new capture works.
+  linfuse_clear_error();
+  mgpuMemset32(data.device, floatBits(2.0f), 128, nullptr);
+  for (double v : data.download().store)
+    ASSERT_EQ(v, 2.0);
+  ASSERT_EQ(linfuse_cuda_graph_begin("valid"), LINFUSE_OK) << lastMessage();
+  mgpuMemset32(data.device, floatBits(3.0f), 128, nullptr);
+  ASSERT_EQ(linfuse_cuda_graph_end(), LINFUSE_OK) << lastMessage();
+  ASSERT_EQ(linfuse_cuda_graph_launch("valid"), LINFUSE_OK) << lastMessage();
+  for (double v : data.download().store)
+    ASSERT_EQ(v, 3.0);
+  EXPECT_EQ(linfuse_cuda_graph_destroy(nullptr), LINFUSE_OK) << lastMessage();
+}
+
 //===----------------------------------------------------------------------===//
 // mgpu* wrappers on the device
 //===----------------------------------------------------------------------===//
@@ -1030,6 +1243,66 @@ TEST(CudaDeviceWrappers, LoadAndLaunchAKernel) {
     EXPECT_EQ(stats.kernel_launches, 1);
     mgpuModuleUnload(module);
   }
+  EXPECT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
+}
+
+// out[0] = 1 (static shared memory, 40 KiB) + 2 (the last of `words`
+// dynamic shared words), from one thread.
+const char kSharedSumPtx[] = R"(
+.version 7.0
+.target sm_80
+.address_size 64
+.extern .shared .align 16 .b8 dynamic_smem[];
+.shared .align 16 .b8 static_smem[40960];
+.visible .entry shared_sum(.param .u64 shared_sum_out,
+                           .param .u32 shared_sum_words)
+{
+  .reg .b32 %r<6>;
+  .reg .f32 %f<6>;
+  .reg .b64 %rd<3>;
+  ld.param.u64 %rd1, [shared_sum_out];
+  ld.param.u32 %r1, [shared_sum_words];
+  mov.f32 %f1, 0f3F800000;
+  st.shared.f32 [static_smem+40956], %f1;
+  add.s32 %r2, %r1, -1;
+  shl.b32 %r3, %r2, 2;
+  mov.u32 %r4, dynamic_smem;
+  add.s32 %r5, %r4, %r3;
+  mov.f32 %f2, 0f40000000;
+  st.shared.f32 [%r5], %f2;
+  bar.sync 0;
+  ld.shared.f32 %f3, [static_smem+40956];
+  ld.shared.f32 %f4, [%r5];
+  add.f32 %f5, %f3, %f4;
+  cvta.to.global.u64 %rd2, %rd1;
+  st.global.f32 [%rd2], %f5;
+  ret;
+}
+)";
+
+TEST(CudaDeviceWrappers, StaticPlusDynamicSharedMemoryOver48KiB) {
+  REQUIRE_DEVICE();
+  // 40 KiB static + 16 KiB dynamic: the dynamic part alone is under the
+  // default 48 KiB, the sum is not, so the launch needs the opt-in.
+  void *module =
+      mgpuModuleLoad(const_cast<char *>(kSharedSumPtx), sizeof(kSharedSumPtx));
+  ASSERT_NE(module, nullptr) << lastMessage();
+  void *function = mgpuModuleGetFunction(module, "shared_sum");
+  ASSERT_NE(function, nullptr) << lastMessage();
+  DeviceArray out(LINFUSE_F32, {1});
+  for (int32_t dynamicBytes : {16 * 1024, 4, 64 * 1024}) {
+    SCOPED_TRACE(std::to_string(dynamicBytes) + " dynamic bytes");
+    out.fill(-1.0);
+    void *pointer = out.device;
+    uint32_t words = uint32_t(dynamicBytes / 4);
+    void *params[] = {&pointer, &words};
+    linfuse_clear_error();
+    mgpuLaunchKernel(function, 1, 1, 1, 1, 1, 1, dynamicBytes, nullptr, params,
+                     nullptr, 2);
+    ASSERT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
+    EXPECT_EQ(out.download().store[0], 3.0);
+  }
+  mgpuModuleUnload(module);
   EXPECT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
 }
 

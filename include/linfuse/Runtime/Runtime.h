@@ -236,9 +236,10 @@ LINFUSE_RUNTIME_EXPORT void linfuse_reset_stats(void);
  * (mgpuModuleLoad, mgpuLaunchKernel, mgpuMemAlloc, mgpuMemcpy, ...; the
  * runtime defines them with upstream's C signatures, see
  * lib/Runtime/CudaWrappers.cpp). mgpuStreamCreate returns the runtime's
- * stream, and a null stream argument means it too. GEMM calls are
- * asynchronous: synchronize (linfuse_cuda_synchronize) before the host
- * reads results.
+ * stream, and a null stream argument means it too (on a thread that
+ * captures a CUDA graph, all three mean the capture's own stream, see
+ * linfuse_cuda_graph_begin). GEMM calls are asynchronous: synchronize
+ * (linfuse_cuda_synchronize) before the host reads results.
  *===----------------------------------------------------------------------===*/
 
 /* 1 if the CUDA backend can run here (driver, device and cuBLASLt all
@@ -247,7 +248,8 @@ LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_available(void);
 
 /* The runtime's stream (a CUstream), created on first use as a
  * non-blocking stream of the device's primary context; NULL, with the
- * error recorded, without a device. Never destroy it. */
+ * error recorded, without a device. Never destroy it. On a thread that is
+ * capturing a graph: the stream that capture records. */
 LINFUSE_RUNTIME_EXPORT void *linfuse_cuda_stream(void);
 
 /* Waits until everything enqueued on the runtime's stream has run; returns
@@ -332,18 +334,24 @@ LINFUSE_RUNTIME_EXPORT int64_t linfuse_cuda_heuristic_queries(void);
  * (e.g. function name + buffer addresses + shapes); new input DATA in the
  * same buffers is fine (copy it in before the launch).
  *
- * Inside a capture: mgpuMemAlloc/mgpuMemFree become the graph's
- * allocation and free nodes (an allocation has the same address at every
- * launch, and a launch frees what the previous one left allocated); no host
- * reads of results (nothing has run); mgpuStreamSynchronize and
- * mgpuEventSynchronize return at once; host<->device copies need pinned
- * host memory (mgpuMemHostRegister). The GEMM workspace is allocated by
- * _begin. A call that cannot be captured invalidates the
- * capture: _end then fails and stores nothing. One capture at a time:
- * _begin waits while another thread captures or runs a function graph, and
- * _end must come from the thread that began (capture mode
- * CU_STREAM_CAPTURE_MODE_THREAD_LOCAL). Work another thread enqueues
- * without a graph while a capture is open would be recorded into it: don't.
+ * Inside a capture: mgpuMemAlloc becomes the graph's allocation node (an
+ * allocation has the same address at every launch, and a launch frees what
+ * the previous one left allocated) and mgpuMemFree of such an allocation
+ * its free node; mgpuMemFree of any other memory (allocated before the
+ * capture, by another graph, host-shared) is deferred to _end, which frees
+ * it on the runtime's stream: the graph must not use it. No host reads of
+ * results (nothing has run); mgpuStreamSynchronize, mgpuEventSynchronize
+ * and linfuse_cuda_synchronize return at once on the capturing thread;
+ * host<->device copies need pinned host memory (mgpuMemHostRegister). The
+ * GEMM workspace is allocated by _begin. A call that cannot be captured
+ * invalidates the capture: _end then fails and stores nothing, and the
+ * capture is over. One capture at a time: _begin waits while another
+ * thread captures or runs a function graph, and _end must come from the
+ * thread that began (capture mode CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).
+ * The capture records a stream of its own that stands in for the
+ * runtime's stream on the capturing thread only: other threads' calls
+ * (GEMMs, launches, copies, frees, synchronizations, graph launches) run
+ * on the runtime's stream meanwhile, as usual, and are never recorded.
  * Stats: work recorded in a capture is not counted then; each launch
  * counts the graph's GEMM calls and kernel launches.
  *
@@ -384,10 +392,15 @@ LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_graph_destroy(const char *key);
  * graph is dropped (16 graphs are kept per function, the least recently
  * used dropped first; linfuse_cuda_graph_destroy(NULL) drops all) stays
  * allocated. A failed call's results must not be read or freed.
- * Calls with a graph are serialized across threads (one stream can record
- * one capture); a call inside another (or inside this thread's
- * linfuse_cuda_graph_begin) is part of the outer one. If the body fails
- * while it is captured, the graph is not kept and the call fails. The slot
+ * Calls with a graph are serialized across threads (one capture or replay
+ * at a time); other threads' calls without a graph are not held up and
+ * never recorded. A call inside another (or inside this thread's
+ * linfuse_cuda_graph_begin) is part of the outer one. Frees in the body of
+ * memory the graph did not allocate run after the graph's launch. If the
+ * capture fails (the body failed while recorded, or did something a
+ * capture cannot record), the graph is not kept, the call fails, and later
+ * calls with that key run without a graph (until
+ * linfuse_cuda_graph_destroy(NULL)). The slot
  * is zero-initialized and the first call writes a generation number into
  * it, so the graphs of a module unloaded from the same address are never
  * replayed for a new one. Host-shared (managed) allocations cannot be part

@@ -1,0 +1,144 @@
+//===- CudaCapture.h - One thread's graph capture or replay -----*- C++ -*-===//
+//
+// The bookkeeping of a thread that captures or replays a CUDA graph
+// (CudaGraphs.cpp), without the device: which allocations the graph made,
+// which frees must wait, and which function keys failed to capture. Plain
+// C++ (no CUDA header), so that the unit tests check it without a GPU.
+//
+// A free may run now outside captures and replays, and inside a capture
+// for an allocation of that capture (cuMemFreeAsync then records the
+// graph's free node). Inside a capture any other free would invalidate the
+// capture (cuMemFreeAsync there accepts only graph allocations, and
+// cuMemFree is not capturable), and inside a replay it would free memory
+// the graph, launched at the replay's end, may still read: those frees are
+// deferred and run when the capture or replay ends, after its launch.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LINFUSE_LIB_RUNTIME_CUDACAPTURE_H
+#define LINFUSE_LIB_RUNTIME_CUDACAPTURE_H
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <utility>
+#include <vector>
+
+namespace linfuse::runtime::cuda {
+
+/// A device allocation a graph makes (at the same address every launch).
+struct Allocation {
+  void *ptr;
+  uint64_t bytes;
+};
+
+/// What mgpuMemFree does with a pointer.
+enum class FreeAction {
+  Now,   ///< Free it now (a graph free node while capturing).
+  Defer, ///< Free it when the capture or replay ends (CaptureState::end).
+  Skip,  ///< Nothing: the replayed graph frees its own allocations.
+};
+
+/// One thread's capture or replay of a graph.
+class CaptureState {
+public:
+  enum class Mode { None, Capture, Replay };
+
+  bool capturing() const { return mode_ == Mode::Capture; }
+  bool replaying() const { return mode_ == Mode::Replay; }
+
+  void beginCapture() {
+    *this = CaptureState();
+    mode_ = Mode::Capture;
+  }
+
+  /// A replay hands out `allocations` (its capture's) in order.
+  void beginReplay(std::vector<Allocation> allocations) {
+    *this = CaptureState();
+    mode_ = Mode::Replay;
+    allocations_ = std::move(allocations);
+  }
+
+  /// While capturing: notes an allocation of the graph, in order.
+  void noteAllocation(void *ptr, uint64_t bytes) {
+    if (capturing())
+      allocations_.push_back({ptr, bytes});
+  }
+
+  /// While replaying: the address of the capture's next allocation, which
+  /// must have had `bytes` bytes; null, and diverged() from then on, if the
+  /// replay asks for anything else.
+  void *nextAllocation(uint64_t bytes) {
+    if (diverged_ || cursor_ >= allocations_.size() ||
+        allocations_[cursor_].bytes != bytes) {
+      diverged_ = true;
+      return nullptr;
+    }
+    return allocations_[cursor_++].ptr;
+  }
+  bool diverged() const { return diverged_; }
+  /// How many allocations the replay has handed out, of allocationCount().
+  size_t cursor() const { return cursor_; }
+  size_t allocationCount() const { return allocations_.size(); }
+
+  /// Whether a free of `ptr` may run now: the one place that decides it.
+  /// A deferred pointer is handed back by end().
+  FreeAction onFree(void *ptr) {
+    if (mode_ == Mode::None)
+      return FreeAction::Now;
+    bool own = std::any_of(allocations_.begin(), allocations_.end(),
+                           [&](const Allocation &a) { return a.ptr == ptr; });
+    if (own)
+      return capturing() ? FreeAction::Now : FreeAction::Skip;
+    deferred_.push_back(ptr);
+    return FreeAction::Defer;
+  }
+
+  struct Ended {
+    std::vector<Allocation> allocations; ///< The capture's, in order.
+    std::vector<void *> deferredFrees;   ///< To free now, in order.
+  };
+
+  /// Ends the capture or replay (this thread is back to plain calls).
+  Ended end() {
+    Ended ended{std::move(allocations_), std::move(deferred_)};
+    *this = CaptureState();
+    return ended;
+  }
+
+private:
+  Mode mode_ = Mode::None;
+  std::vector<Allocation> allocations_;
+  size_t cursor_ = 0;
+  bool diverged_ = false;
+  std::vector<void *> deferred_;
+};
+
+/// The argument keys of one function whose capture failed: calls with them
+/// run without a graph from then on instead of capturing (and failing)
+/// again. At most `capacity`, the oldest forgotten first.
+class FailedKeys {
+public:
+  explicit FailedKeys(size_t capacity) : capacity_(capacity) {}
+
+  void add(std::vector<int64_t> key) {
+    if (contains(key))
+      return;
+    keys_.push_front(std::move(key));
+    if (keys_.size() > capacity_)
+      keys_.pop_back();
+  }
+  bool contains(const std::vector<int64_t> &key) const {
+    return std::find(keys_.begin(), keys_.end(), key) != keys_.end();
+  }
+  void clear() { keys_.clear(); }
+
+private:
+  size_t capacity_;
+  std::deque<std::vector<int64_t>> keys_;
+};
+
+} // namespace linfuse::runtime::cuda
+
+#endif // LINFUSE_LIB_RUNTIME_CUDACAPTURE_H

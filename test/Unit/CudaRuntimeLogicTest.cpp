@@ -1,0 +1,158 @@
+//===- CudaRuntimeLogicTest.cpp - the CUDA runtime's device-free logic ----===//
+//
+// The decisions of the CUDA backend that need no device, from its internal
+// headers: GEMM pointer alignments and heuristic answers (CudaGemmPlan.h),
+// and the capture bookkeeping of a thread, i.e. whether a free may run now
+// (CudaCapture.h). They run everywhere; what needs a GPU is in
+// CudaRuntimeTest.cpp's *Device* tests.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaCapture.h"
+#include "CudaGemmPlan.h"
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using namespace linfuse::runtime::cuda;
+
+const void *at(uintptr_t address) {
+  return reinterpret_cast<const void *>(address);
+}
+
+//===----------------------------------------------------------------------===//
+// GEMM alignments and heuristic answers
+//===----------------------------------------------------------------------===//
+
+TEST(CudaGemmPlan, AlignmentOfOnePointer) {
+  EXPECT_EQ(alignmentOf(0x1000), 256u); // Capped at 256.
+  EXPECT_EQ(alignmentOf(0x1010), 16u);
+  EXPECT_EQ(alignmentOf(0x1002), 2u);
+  EXPECT_EQ(alignmentOf(0), 256u);
+}
+
+TEST(CudaGemmPlan, BatchAlignmentIsWhatEveryBatchStartHas) {
+  // CudaDeviceGemm.Batched's B: bf16, batch stride 75 elements = 150
+  // bytes, so batch 1 starts 2-byte aligned whatever the base.
+  EXPECT_EQ(batchAlignment(at(0x10000), 150, 3), 2u);
+  EXPECT_EQ(batchAlignment(at(0x10000), 140, 3), 4u); // A: 70 elements.
+  EXPECT_EQ(batchAlignment(at(0x10000), 168, 3), 8u); // C: 42 f32.
+  EXPECT_EQ(batchAlignment(at(0x10000), 4096, 2), 256u);
+  // The base's own alignment still counts.
+  EXPECT_EQ(batchAlignment(at(0x10004), 4096, 2), 4u);
+  // One batch, or a broadcast operand (stride 0): the base alone.
+  EXPECT_EQ(batchAlignment(at(0x10000), 150, 1), 256u);
+  EXPECT_EQ(batchAlignment(at(0x10010), 0, 4), 16u);
+}
+
+TEST(CudaGemmPlan, HeuristicOutcome) {
+  EXPECT_EQ(heuristicOutcome(CUBLAS_STATUS_SUCCESS, 1), LINFUSE_OK);
+  EXPECT_EQ(heuristicOutcome(CUBLAS_STATUS_SUCCESS, 0),
+            LINFUSE_ERROR_UNSUPPORTED);
+  EXPECT_EQ(heuristicOutcome(CUBLAS_STATUS_NOT_SUPPORTED, 0),
+            LINFUSE_ERROR_UNSUPPORTED);
+  // How cuBLASLt usually says that no kernel takes this layout/epilogue.
+  EXPECT_EQ(heuristicOutcome(CUBLAS_STATUS_INVALID_VALUE, 0),
+            LINFUSE_ERROR_UNSUPPORTED);
+  EXPECT_EQ(heuristicOutcome(CUBLAS_STATUS_NOT_INITIALIZED, 0),
+            LINFUSE_ERROR_BACKEND);
+  EXPECT_EQ(heuristicOutcome(CUBLAS_STATUS_INTERNAL_ERROR, 0),
+            LINFUSE_ERROR_BACKEND);
+}
+
+//===----------------------------------------------------------------------===//
+// Capture bookkeeping: which frees may run now
+//===----------------------------------------------------------------------===//
+
+void *ptr(uintptr_t address) { return reinterpret_cast<void *>(address); }
+
+TEST(CudaCaptureState, FreesOutsideCapturesRunNow) {
+  CaptureState state;
+  EXPECT_FALSE(state.capturing());
+  EXPECT_FALSE(state.replaying());
+  EXPECT_EQ(state.onFree(ptr(0x1000)), FreeAction::Now);
+  EXPECT_TRUE(state.end().deferredFrees.empty());
+}
+
+TEST(CudaCaptureState, CaptureFreesItsOwnAllocationsAndDefersOthers) {
+  CaptureState state;
+  state.beginCapture();
+  EXPECT_TRUE(state.capturing());
+  state.noteAllocation(ptr(0x2000), 64);
+  state.noteAllocation(ptr(0x3000), 128);
+  // An allocation of this capture: its free is the graph's free node.
+  EXPECT_EQ(state.onFree(ptr(0x2000)), FreeAction::Now);
+  // Memory from before the capture (or another graph's): a free inside
+  // the capture would invalidate it; it waits for the capture's end.
+  EXPECT_EQ(state.onFree(ptr(0x1000)), FreeAction::Defer);
+  EXPECT_EQ(state.onFree(ptr(0x4000)), FreeAction::Defer);
+  CaptureState::Ended ended = state.end();
+  EXPECT_FALSE(state.capturing());
+  ASSERT_EQ(ended.allocations.size(), 2u);
+  EXPECT_EQ(ended.allocations[1].ptr, ptr(0x3000));
+  EXPECT_EQ(ended.allocations[1].bytes, 128u);
+  EXPECT_EQ(ended.deferredFrees,
+            (std::vector<void *>{ptr(0x1000), ptr(0x4000)}));
+  // After the end, frees run at once again, and nothing is left over.
+  EXPECT_EQ(state.onFree(ptr(0x1000)), FreeAction::Now);
+  state.beginCapture();
+  EXPECT_TRUE(state.end().deferredFrees.empty());
+}
+
+TEST(CudaCaptureState, ReplaySkipsTheGraphsAllocationsAndDefersOthers) {
+  CaptureState state;
+  state.beginReplay({{ptr(0x2000), 64}, {ptr(0x3000), 128}});
+  EXPECT_TRUE(state.replaying());
+  EXPECT_FALSE(state.capturing());
+  EXPECT_EQ(state.nextAllocation(64), ptr(0x2000));
+  // The graph frees its own intermediates.
+  EXPECT_EQ(state.onFree(ptr(0x2000)), FreeAction::Skip);
+  // Anything else may still be read by the graph, launched at the end.
+  EXPECT_EQ(state.onFree(ptr(0x1000)), FreeAction::Defer);
+  EXPECT_EQ(state.nextAllocation(128), ptr(0x3000));
+  EXPECT_EQ(state.cursor(), state.allocationCount());
+  EXPECT_FALSE(state.diverged());
+  EXPECT_EQ(state.end().deferredFrees, std::vector<void *>{ptr(0x1000)});
+  EXPECT_FALSE(state.replaying());
+}
+
+TEST(CudaCaptureState, ReplayThatAsksForOtherAllocationsDiverges) {
+  CaptureState state;
+  state.beginReplay({{ptr(0x2000), 64}});
+  EXPECT_EQ(state.nextAllocation(32), nullptr);
+  EXPECT_TRUE(state.diverged());
+  EXPECT_EQ(state.nextAllocation(64), nullptr); // Stays diverged.
+  state.beginReplay({{ptr(0x2000), 64}});
+  EXPECT_FALSE(state.diverged());
+  EXPECT_EQ(state.nextAllocation(64), ptr(0x2000));
+  EXPECT_EQ(state.nextAllocation(64), nullptr); // More than the capture.
+  EXPECT_TRUE(state.diverged());
+}
+
+TEST(CudaCaptureState, AllocationsAreNotedOnlyWhileCapturing) {
+  CaptureState state;
+  state.noteAllocation(ptr(0x2000), 64);
+  state.beginCapture();
+  EXPECT_EQ(state.onFree(ptr(0x2000)), FreeAction::Defer);
+  EXPECT_TRUE(state.end().allocations.empty());
+}
+
+TEST(CudaFailedKeys, AFailedKeyRunsWithoutAGraphFromThenOn) {
+  FailedKeys failed(2);
+  std::vector<int64_t> a{1, 2}, b{3}, c{4, 5, 6};
+  EXPECT_FALSE(failed.contains(a));
+  failed.add(a);
+  failed.add(a); // Once.
+  EXPECT_TRUE(failed.contains(a));
+  EXPECT_FALSE(failed.contains(b));
+  failed.add(b);
+  failed.add(c); // Over capacity: the oldest (a) is forgotten.
+  EXPECT_FALSE(failed.contains(a));
+  EXPECT_TRUE(failed.contains(b));
+  EXPECT_TRUE(failed.contains(c));
+  failed.clear();
+  EXPECT_FALSE(failed.contains(c));
+}
+
+} // namespace
