@@ -21,6 +21,8 @@ PACKAGES=(
   cmake ninja-build g++ pkg-config
   # runtime host backend
   libopenblas-dev libdnnl-dev
+  # safetensors weight files (the runtime's header parser, header-only)
+  nlohmann-json3-dev
   # tests and bindings
   libgtest-dev python3-numpy pybind11-dev python3-dev python3-venv
   # benchmark plots (bench/cpu_gemm_merge.py)

@@ -394,7 +394,8 @@ def test_weights_are_arguments_packed_once_and_again_after_a_change():
     x = torch.randn(5, 64)
     compiled = lt.compile(model, (x,), dynamic_shapes=({0: Dim("m")},))
     assert "dense_resource" not in compiled.ir
-    assert compiled.ir.count("{linfuse.weight}") == 6
+    assert compiled.ir.count("{linfuse.weight, linfuse.name = ") == 6
+    assert '{linfuse.weight, linfuse.name = "layers.0.gate.weight"}' in compiled.ir
     assert len(compiled.imported.weight_targets) == 6
     assert compiled.imported.weight_targets[0] == "layers.0.gate.weight"
     with torch.no_grad():

@@ -100,6 +100,14 @@ struct CFunction {
   std::string name;
   SmallVector<RankedTensorType> args, results;
   SmallVector<std::string> argNotes;
+  /// `linfuse.name` of each argument (the weight's name in the model and
+  /// its safetensors file), empty where there is none.
+  SmallVector<std::string> argNames;
+  /// `linfuse.packed` of each argument (its result of the packing
+  /// function), -1 where there is none.
+  SmallVector<int64_t> packedResult;
+  /// The packing function (`linfuse.pack_function`), empty without one.
+  std::string packFunction;
 };
 } // namespace
 
@@ -132,13 +140,16 @@ static std::string descriptorName(RankedTensorType t) {
          std::to_string(t.getRank()) + "d";
 }
 
-static llvm::Expected<SmallVector<CFunction>> collectSignatures(ModuleOp m) {
-  SmallVector<CFunction> fns;
+static llvm::Expected<SmallVector<CFunction, 0>> collectSignatures(ModuleOp m) {
+  SmallVector<CFunction, 0> fns;
   for (auto fn : m.getOps<func::FuncOp>()) {
     if (!fn.isPublic() || fn.isExternal())
       continue;
     CFunction c;
     c.name = fn.getName().str();
+    if (auto pack =
+            fn->getAttrOfType<FlatSymbolRefAttr>("linfuse.pack_function"))
+      c.packFunction = pack.getValue().str();
     auto check =
         [&](Type t,
             const llvm::Twine &what) -> llvm::Expected<RankedTensorType> {
@@ -163,6 +174,10 @@ static llvm::Expected<SmallVector<CFunction>> collectSignatures(ModuleOp m) {
         note = "packed weight " + std::to_string(p.getInt()) + " (result " +
                std::to_string(p.getInt()) + " of the packing function)";
       c.argNotes.push_back(note);
+      auto name = fn.getArgAttrOfType<StringAttr>(i, "linfuse.name");
+      c.argNames.push_back(name ? name.str() : "");
+      auto packed = fn.getArgAttrOfType<IntegerAttr>(i, "linfuse.packed");
+      c.packedResult.push_back(packed ? packed.getInt() : -1);
     }
     for (auto [i, t] : llvm::enumerate(fn.getResultTypes())) {
       auto ranked = check(t, "result " + llvm::Twine(i));
@@ -249,6 +264,200 @@ static void writeCheckedCall(llvm::raw_ostream &os, const CFunction &fn,
   os << "  return linfuse_call(linfuse_thunk_" << fn.name << ", a);\n}\n\n";
 }
 
+/// safetensors' spelling of an element type.
+static StringRef safetensorsDtype(Type t) {
+  if (t.isF32())
+    return "F32";
+  if (t.isF64())
+    return "F64";
+  if (t.isF16())
+    return "F16";
+  if (t.isBF16())
+    return "BF16";
+  if (t.isInteger(64))
+    return "I64";
+  if (t.isInteger(32))
+    return "I32";
+  if (t.isInteger(8))
+    return "I8";
+  return "BOOL"; // i1, the last type cElementType takes.
+}
+
+/// The arguments of `fn` that carry `linfuse.name` (its weights).
+static SmallVector<size_t> namedArguments(const CFunction &fn) {
+  SmallVector<size_t> named;
+  for (auto [i, name] : llvm::enumerate(fn.argNames))
+    if (!name.empty())
+      named.push_back(i);
+  return named;
+}
+
+/// `linfuse_bind_<fn>`: fills the named (weight) arguments of `fn` from a
+/// safetensors file, each checked against the argument's type.
+static void writeWeightBinder(llvm::raw_ostream &os, const CFunction &fn) {
+  SmallVector<size_t> named = namedArguments(fn);
+  if (named.empty())
+    return;
+  os << "/* Binds the weight arguments of @" << fn.name
+     << " to the tensors of a safetensors file\n"
+        " * opened with linfuse_weights_open() (the file the model's weights\n"
+        " * were exported to), each checked against the argument's dtype and\n"
+        " * shape:\n";
+  for (size_t i : named)
+    os << " *   arg" << i << " <- \"" << fn.argNames[i] << "\"\n";
+  os << " * The views read the file in place until linfuse_weights_close().\n"
+        " * LINFUSE_OK, or the error with linfuse_last_error_message(). */\n"
+     << "static inline int32_t linfuse_bind_" << fn.name
+     << "(linfuse_weights *weights";
+  for (size_t i : named)
+    os << ",\n    " << descriptorName(fn.args[i]) << " *arg" << i;
+  os << ") {\n  int32_t status;\n";
+  for (size_t i : named) {
+    RankedTensorType t = fn.args[i];
+    std::string shape = "0";
+    if (t.getRank() > 0) {
+      os << "  static const int64_t shape" << i << "[] = {";
+      for (auto [d, size] : llvm::enumerate(t.getShape()))
+        os << (d ? ", " : "")
+           << (ShapedType::isDynamic(size) ? int64_t(-1) : size);
+      os << "};\n";
+      shape = "shape" + std::to_string(i);
+    }
+    os << "  if ((status = linfuse_weights_bind(weights, \"" << fn.argNames[i]
+       << "\", \"" << safetensorsDtype(t.getElementType()) << "\", "
+       << t.getRank() << ", " << shape << ", arg" << i
+       << ")) != 0)\n    return status;\n";
+  }
+  os << "  return 0;\n}\n\n";
+}
+
+/// The parameter that receives `fn`'s results ("<desc> *result" or
+/// "<fn>_results *results"), empty without results.
+static std::string resultParameter(const CFunction &fn) {
+  if (fn.results.size() == 1)
+    return descriptorName(fn.results[0]) + " *result";
+  if (fn.results.size() > 1)
+    return fn.name + "_results *results";
+  return "";
+}
+
+/// `<fn>_model` and linfuse_load_/run_/unload_<fn> (CPU libraries): @fn
+/// with its weights bound from a safetensors file and packed once, for a
+/// function whose weight arguments (or its packing function's) all carry
+/// names. The caller passes only the other arguments.
+static void writeModelApi(llvm::raw_ostream &os, const CFunction &fn,
+                          ArrayRef<CFunction> fns) {
+  if (llvm::any_of(fns, [&](const CFunction &other) {
+        return other.packFunction == fn.name;
+      }))
+    return; // A packing function: its caller's model runs it.
+  const CFunction *pack = nullptr;
+  if (!fn.packFunction.empty()) {
+    for (const CFunction &other : fns)
+      if (other.name == fn.packFunction)
+        pack = &other;
+    if (!pack || pack->results.empty() ||
+        llvm::any_of(pack->argNames, [](auto &n) { return n.empty(); }))
+      return;
+  }
+  // The weights bound from the file: the packing function's arguments, or
+  // @fn's named arguments when nothing is packed.
+  const CFunction &bound = pack ? *pack : fn;
+  SmallVector<size_t> weights = namedArguments(bound);
+  if (weights.empty())
+    return;
+  std::string model = fn.name + "_model";
+  os << "/* @" << fn.name
+     << " with its weights: from a safetensors file, bound in place";
+  if (pack)
+    os << " and\n * packed once by @" << pack->name;
+  os << ". */\ntypedef struct {\n  linfuse_weights *weights;\n";
+  for (size_t i : weights)
+    os << "  " << descriptorName(bound.args[i]) << " w" << i << "; /* \""
+       << bound.argNames[i] << "\" */\n";
+  if (pack)
+    os << "  "
+       << (pack->results.size() == 1 ? descriptorName(pack->results[0])
+                                     : pack->name + "_results")
+       << " packed;\n";
+  os << "} " << model << ";\n\n";
+
+  // Load: open, bind, pack.
+  os << "/* Opens the safetensors file `path` and binds the weights to its "
+        "tensors\n * (read in place, dtypes and shapes checked)"
+     << (pack ? ", then packs them" : "")
+     << ".\n * LINFUSE_OK, or the error with linfuse_last_error_message(); "
+        "nothing\n * stays open after an error. */\n"
+     << "static inline int32_t linfuse_load_" << fn.name << "(" << model
+     << " *m, const char *path) {\n  int32_t status;\n"
+     << "  m->weights = linfuse_weights_open(path);\n"
+     << "  if (!m->weights)\n    return 1; /* LINFUSE_ERROR_INVALID_ARGUMENT "
+        "*/\n"
+     << "  status = linfuse_bind_" << bound.name << "(m->weights";
+  for (size_t i : weights)
+    os << ", &m->w" << i;
+  os << ");\n";
+  if (pack) {
+    os << "  if (status == 0)\n    status = linfuse_call_" << pack->name
+       << "(&m->packed";
+    for (size_t i = 0; i < pack->args.size(); ++i)
+      os << ", &m->w" << i;
+    os << ");\n";
+  }
+  os << "  if (status != 0) {\n    linfuse_weights_close(m->weights);\n"
+        "    m->weights = 0;\n  }\n  return status;\n}\n\n";
+
+  // Run: the other arguments from the caller.
+  std::string resultParam = resultParameter(fn);
+  os << "/* linfuse_call_" << fn.name
+     << " with the model's weights: the results, then the\n"
+        " * arguments that are not weights, in order. */\n"
+     << "static inline int32_t linfuse_run_" << fn.name << "(" << model
+     << " *m";
+  if (!resultParam.empty())
+    os << ", " << resultParam;
+  SmallVector<std::string> callArgs;
+  if (!resultParam.empty())
+    callArgs.push_back(StringRef(resultParam).rsplit('*').second.str());
+  for (auto [i, t] : llvm::enumerate(fn.args)) {
+    if (pack && fn.packedResult[i] >= 0) {
+      callArgs.push_back(pack->results.size() == 1
+                             ? "&m->packed"
+                             : "&m->packed.r" +
+                                   std::to_string(fn.packedResult[i]));
+    } else if (!pack && !fn.argNames[i].empty()) {
+      callArgs.push_back("&m->w" + std::to_string(i));
+    } else {
+      os << ",\n    " << descriptorName(t) << " *arg" << i;
+      callArgs.push_back("arg" + std::to_string(i));
+    }
+  }
+  os << ") {\n  return linfuse_call_" << fn.name << "("
+     << llvm::join(callArgs, ", ") << ");\n}\n\n";
+
+  // Unload: the packed buffers that are not the file's tensors, once each.
+  os << "/* Frees the packed weights and closes the file. */\n"
+     << "static inline void linfuse_unload_" << fn.name << "(" << model
+     << " *m) {\n";
+  if (pack) {
+    size_t n = pack->results.size();
+    os << "  void *owned[" << n << "];\n  int count = 0, i, j;\n"
+       << "  void *packed[" << n << "] = {";
+    for (size_t j = 0; j < n; ++j)
+      os << (j ? ", " : "")
+         << (n == 1 ? "m->packed.allocated"
+                    : "m->packed.r" + std::to_string(j) + ".allocated");
+    os << "};\n  for (i = 0; i < " << n << "; ++i) {\n"
+       << "    int keep = 0;\n";
+    for (size_t i : weights)
+      os << "    keep |= packed[i] == (void *)m->w" << i << ".allocated;\n";
+    os << "    for (j = 0; j < count; ++j)\n"
+          "      keep |= packed[i] == owned[j];\n"
+          "    if (!keep)\n      free(owned[count++] = packed[i]);\n  }\n";
+  }
+  os << "  linfuse_weights_close(m->weights);\n  m->weights = 0;\n}\n\n";
+}
+
 static void writeHeader(llvm::raw_ostream &os, ArrayRef<CFunction> fns,
                         StringRef guard) {
   os << "/* Generated by linfuse-compile from " << inputFile
@@ -285,6 +494,10 @@ static void writeHeader(llvm::raw_ostream &os, ArrayRef<CFunction> fns,
         " * results as <fn>'s trailing arguments on every call. A packed\n"
         " * result with the `allocated` pointer of a weight passed in is that\n"
         " * weight (one @fn reads unchanged): free only the others.\n"
+        " * Weights exported with their names (linfuse.torch.export_library:\n"
+        " * a safetensors file) are bound with linfuse_bind_<fn>(weights, "
+        "...),\n"
+        " * weights = linfuse_weights_open(\"model.safetensors\").\n"
         " * Prefer linfuse_call_<fn>(same arguments) to _mlir_ciface_<fn>:\n"
         " * it checks the arguments' shapes against the signature and\n"
         " * returns an error code where the function's run-time checks fail\n"
@@ -293,7 +506,9 @@ static void writeHeader(llvm::raw_ostream &os, ArrayRef<CFunction> fns,
         " * errors: linfuse_last_error() in linfuse/Runtime/Runtime.h\n"
         " * (liblinfuse_runtime.so). */\n\n"
      << "#ifndef " << guard << "\n#define " << guard << "\n\n"
-     << "#include <stdint.h>\n\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
+     << "#include <stdint.h>\n"
+     << (target == "cpu" ? "#include <stdlib.h>\n" : "")
+     << "\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
      << "/* From linfuse/Runtime/Runtime.h (liblinfuse_runtime.so). */\n"
         "int32_t linfuse_call(void (*fn)(void **), void **args);\n"
         "int32_t linfuse_check_argument_sizes(const char *function,\n"
@@ -301,7 +516,18 @@ static void writeHeader(llvm::raw_ostream &os, ArrayRef<CFunction> fns,
         "                                     const int64_t *sizes,\n"
         "                                     const int64_t *expected);\n"
         "void linfuse_clear_error(void);\n"
-        "const char *linfuse_last_error_message(void);\n\n";
+        "const char *linfuse_last_error_message(void);\n"
+        "#ifndef LINFUSE_WEIGHTS_DECLARED\n"
+        "#define LINFUSE_WEIGHTS_DECLARED\n"
+        "typedef struct linfuse_weights linfuse_weights;\n"
+        "#endif\n"
+        "linfuse_weights *linfuse_weights_open(const char *path);\n"
+        "int32_t linfuse_weights_bind(linfuse_weights *weights, const char "
+        "*name,\n"
+        "                             const char *dtype, int64_t rank,\n"
+        "                             const int64_t *expected, void "
+        "*descriptor);\n"
+        "void linfuse_weights_close(linfuse_weights *weights);\n\n";
   llvm::StringSet<> declared;
   auto declare = [&](RankedTensorType t) {
     std::string name = descriptorName(t);
@@ -323,16 +549,13 @@ static void writeHeader(llvm::raw_ostream &os, ArrayRef<CFunction> fns,
       declare(t);
   }
   for (const CFunction &fn : fns) {
-    std::string resultParam;
-    if (fn.results.size() == 1) {
-      resultParam = descriptorName(fn.results[0]) + " *result";
-    } else if (fn.results.size() > 1) {
+    std::string resultParam = resultParameter(fn);
+    if (fn.results.size() > 1) {
       os << "typedef struct {\n";
       for (auto [i, t] : llvm::enumerate(fn.results))
         os << "  " << descriptorName(t) << " r" << i << "; /* "
            << tensorString(t) << " */\n";
       os << "} " << fn.name << "_results;\n\n";
-      resultParam = fn.name + "_results *results";
     }
     os << "/* @" << fn.name << "(";
     for (auto [i, t] : llvm::enumerate(fn.args))
@@ -354,7 +577,11 @@ static void writeHeader(llvm::raw_ostream &os, ArrayRef<CFunction> fns,
     }
     os << ");\n\n";
     writeCheckedCall(os, fn, resultParam);
+    writeWeightBinder(os, fn);
   }
+  if (target == "cpu")
+    for (const CFunction &fn : fns)
+      writeModelApi(os, fn, fns);
   os << "#ifdef __cplusplus\n}\n#endif\n\n#endif /* " << guard << " */\n";
 }
 

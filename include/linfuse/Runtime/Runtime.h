@@ -196,6 +196,41 @@ linfuse_parallel_for(void (*body)(int64_t lo, int64_t hi, void *context),
                      void *context, int64_t iterations,
                      int64_t work_per_iteration);
 
+/* Weights from a safetensors file (https://huggingface.co/docs/safetensors:
+ * an 8-byte little-endian header length, a JSON header naming each tensor's
+ * dtype, shape and byte range, then the raw data), for libraries made by
+ * linfuse-compile: `linfuse.torch.export_library` writes the library and
+ * the model's weights as such a file, and the library's header defines
+ * linfuse_bind_<fn>(weights, ...) filling the weight arguments of <fn>.
+ *
+ * linfuse_weights_open maps the file read-only (the data are read in place,
+ * not copied; a tensor whose offset is not a multiple of its element size
+ * is copied once into an aligned buffer owned by the handle). It returns
+ * NULL and records LINFUSE_ERROR_INVALID_ARGUMENT (a missing file, a
+ * header that is not safetensors JSON, byte ranges outside the file or not
+ * matching the shape) with a one-line message naming the file.
+ * linfuse_weights_bind fills the ranked memref descriptor at `descriptor`
+ * (rank `rank`: allocated, aligned, offset, sizes[rank], strides[rank],
+ * row-major) with tensor `name`, after checking its dtype (safetensors'
+ * spelling: "F32", "F16", "BF16", "F64", "I64", "I32", "I8", "BOOL") and
+ * shape (`expected[i]`, or -1 for any size). The views stay valid until
+ * linfuse_weights_close; compiled code never writes its arguments. */
+#ifndef LINFUSE_WEIGHTS_DECLARED
+#define LINFUSE_WEIGHTS_DECLARED
+typedef struct linfuse_weights linfuse_weights;
+#endif
+LINFUSE_RUNTIME_EXPORT linfuse_weights *linfuse_weights_open(const char *path);
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_weights_bind(
+    linfuse_weights *weights, const char *name, const char *dtype, int64_t rank,
+    const int64_t *expected, void *descriptor);
+/* The number of tensors in the file, and the name of tensor i (sorted by
+ * name; NULL past the end). */
+LINFUSE_RUNTIME_EXPORT int64_t
+linfuse_weights_count(const linfuse_weights *weights);
+LINFUSE_RUNTIME_EXPORT const char *
+linfuse_weights_name(const linfuse_weights *weights, int64_t i);
+LINFUSE_RUNTIME_EXPORT void linfuse_weights_close(linfuse_weights *weights);
+
 /* Counters for `linfuse-run --runtime-stats`. gemm_calls counts
  * linfuse_*_gemm calls; kernel_launches counts BLAS calls on the host (one
  * per batch element) and kernel launches on the device;

@@ -31,8 +31,9 @@ import linfuse
 from .importer import (ImportedProgram, UnsupportedOperatorError, exported_tensor,
                        import_program)
 from .module import CompiledModule, PartitionedModule
+from .aot import Library, export_library
 
-__all__ = ["compile", "CompiledModule", "PartitionedModule", "UnsupportedOperatorError",
+__all__ = ["compile", "export_library", "Library", "CompiledModule", "PartitionedModule", "UnsupportedOperatorError",
            "ImportedProgram", "import_program", "export", "export_and_import"]
 
 

@@ -914,7 +914,10 @@ class _Importer:
             self.fb.reserve(name)
             ssa = "%" + _sanitize(name)
             t = _ttype(shape, dtype)
-            attrs = " {linfuse.weight}" if inp.kind == "weight" else ""
+            # A weight carries its name in the model (`layers.0.mlp.up.weight`):
+            # linfuse-compile's headers bind it from a safetensors file by it.
+            attrs = (f" {{linfuse.weight, linfuse.name = {_quote(inp.target or name)}}}"
+                     if inp.kind == "weight" else "")
             args_text.append(f"{ssa}: {t}{attrs} loc({_quote(name)})")
             arguments.append(name)
             if inp.kind == "weight":
