@@ -44,6 +44,10 @@ static StringRef typeSuffix(Type t) {
     return "f16";
   if (t.isBF16())
     return "bf16";
+  if (t.isInteger(8))
+    return "i8";
+  if (t.isInteger(32))
+    return "i32";
   return "";
 }
 

@@ -66,7 +66,11 @@ constexpr uint64_t kWorkspaceBytes = uint64_t(32) << 20;
 // Arguments
 //===----------------------------------------------------------------------===//
 
-int64_t elementBytes(int32_t dtype) { return dtype == LINFUSE_F32 ? 4 : 2; }
+int64_t elementBytes(int32_t dtype) {
+  return dtype == LINFUSE_F32 || dtype == LINFUSE_I32 ? 4
+         : dtype == LINFUSE_I8                        ? 1
+                                                      : 2;
+}
 
 cudaDataType cudaType(int32_t dtype) {
   return dtype == LINFUSE_F16    ? CUDA_R_16F
@@ -395,6 +399,11 @@ int32_t plan(int64_t aRank, void *a, int64_t bRank, void *b, int64_t biasRank,
              int32_t flags, int32_t epilogue, Plan &out) {
   if (int32_t s = validateGemmCodes(kFn, abType, cType, flags, epilogue))
     return s;
+  // cuBLASLt's int8 kernels want their own layouts and alignments; the
+  // compiler does not raise integer matmuls for CUDA (they stay kernels).
+  if (abType == LINFUSE_I8)
+    return fail(LINFUSE_ERROR_UNSUPPORTED,
+                "%s: integer (i8) GEMMs are not implemented on CUDA", kFn);
   Problem &p = out.p;
   if (int32_t s = validate(aRank, a, bRank, b, biasRank, bias, cRank, c, abType,
                            cType, flags, p))

@@ -12,6 +12,10 @@ const char *dtypeName(int32_t dtype) {
     return "f16";
   case LINFUSE_BF16:
     return "bf16";
+  case LINFUSE_I8:
+    return "i8";
+  case LINFUSE_I32:
+    return "i32";
   default:
     return "?";
   }
@@ -20,8 +24,7 @@ const char *dtypeName(int32_t dtype) {
 int32_t validateGemmCodes(const char *fn, int32_t abType, int32_t cType,
                           int32_t flags, int32_t epilogue) {
   auto known = [](int32_t dtype) {
-    return dtype == LINFUSE_F32 || dtype == LINFUSE_F16 ||
-           dtype == LINFUSE_BF16;
+    return dtype >= LINFUSE_F32 && dtype <= LINFUSE_I32;
   };
   if (!known(abType))
     return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: unknown ab_type code %d",
@@ -29,7 +32,12 @@ int32_t validateGemmCodes(const char *fn, int32_t abType, int32_t cType,
   if (!known(cType))
     return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: unknown c_type code %d",
                 fn, cType);
-  if (cType != abType && cType != LINFUSE_F32)
+  bool integer = abType == LINFUSE_I8;
+  if (integer != (cType == LINFUSE_I32) || abType == LINFUSE_I32)
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
+                "%s: integer GEMMs multiply i8 into i32, not %s into %s", fn,
+                dtypeName(abType), dtypeName(cType));
+  if (!integer && cType != abType && cType != LINFUSE_F32)
     return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
                 "%s: c_type %s must be ab_type (%s) or f32", fn,
                 dtypeName(cType), dtypeName(abType));
@@ -42,6 +50,9 @@ int32_t validateGemmCodes(const char *fn, int32_t abType, int32_t cType,
   if (epilogue < LINFUSE_EPILOGUE_NONE || epilogue > LINFUSE_EPILOGUE_SILU)
     return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: unknown epilogue code %d",
                 fn, epilogue);
+  if (integer && epilogue != LINFUSE_EPILOGUE_NONE)
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
+                "%s: an integer GEMM takes no activation", fn);
   return LINFUSE_OK;
 }
 

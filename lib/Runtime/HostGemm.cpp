@@ -135,7 +135,11 @@ template <typename Fn> void withStorageType(int32_t dtype, Fn &&fn) {
   }
 }
 
-int64_t elementSize(int32_t dtype) { return dtype == LINFUSE_F32 ? 4 : 2; }
+int64_t elementSize(int32_t dtype) {
+  return dtype == LINFUSE_F32 || dtype == LINFUSE_I32 ? 4
+         : dtype == LINFUSE_I8                        ? 1
+                                                      : 2;
+}
 
 //===----------------------------------------------------------------------===//
 // Operands
@@ -508,6 +512,38 @@ int32_t validateShapes(int64_t aRank, void *a, int64_t bRank, void *b,
 
 void linfuse::runtime::setBlasThreads(int n) { openblas_set_num_threads(n); }
 
+/// i8 x i8 -> i32 where oneDNN did not take it (beta = 1, K = 0, no
+/// kernel): exact, as linalg defines it (operands sign-extended, products
+/// and sums wrapping modulo 2^32; computed in uint32_t, where wrapping is
+/// defined).
+static void integerGemm(const Problem &p, bool transA, bool transB,
+                        bool hasBias, bool accumulate) {
+  for (int64_t batch = 0; batch < p.batch; ++batch) {
+    Matrix a = p.a.at(batch), b = p.b.at(batch), c = p.c.at(batch);
+    auto at = [](const Matrix &m, bool trans, int64_t i, int64_t j) {
+      return trans ? i * m.colStride + j * m.rowStride
+                   : i * m.rowStride + j * m.colStride;
+    };
+    const auto *aData = reinterpret_cast<const int8_t *>(a.data);
+    const auto *bData = reinterpret_cast<const int8_t *>(b.data);
+    auto *cData = reinterpret_cast<int32_t *>(c.data);
+    const auto *biasData =
+        hasBias ? reinterpret_cast<const int32_t *>(p.bias.at(0).data)
+                : nullptr;
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t j = 0; j < p.n; ++j) {
+        int32_t &out = cData[i * c.rowStride + j * c.colStride];
+        uint32_t sum = accumulate ? uint32_t(out) : 0u;
+        for (int64_t q = 0; q < p.k; ++q)
+          sum += uint32_t(int32_t(aData[at(a, transA, i, q)]) *
+                          int32_t(bData[at(b, transB, q, j)]));
+        if (biasData)
+          sum += uint32_t(biasData[j * p.bias.at(0).colStride]);
+        out = int32_t(sum);
+      }
+  }
+}
+
 int32_t linfuse_cpu_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
                          int64_t bias_rank, void *bias, int64_t c_rank, void *c,
                          int32_t ab_type, int32_t c_type, int32_t flags,
@@ -541,6 +577,11 @@ int32_t linfuse_cpu_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
   }
 
   countFallbackGemmCall();
+  if (ab_type == LINFUSE_I8) {
+    integerGemm(p, transA, transB, hasBias, beta != 0.0f);
+    countKernelLaunches(1);
+    return LINFUSE_OK;
+  }
   // Strides are the same for every batch element, so batch element 0
   // decides which temporaries are needed; they are reused across the batch.
   BlasMatrix probe;

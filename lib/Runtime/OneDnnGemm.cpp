@@ -213,6 +213,10 @@ dnnl_data_type_t dnnlType(int32_t dtype) {
     return dnnl_f16;
   case LINFUSE_BF16:
     return dnnl_bf16;
+  case LINFUSE_I8:
+    return dnnl_s8;
+  case LINFUSE_I32:
+    return dnnl_s32;
   default:
     return dnnl_f32;
   }

@@ -890,6 +890,71 @@ TEST_F(RuntimeTest, CodeErrors) {
   expectError(invalid, {"epilogue", "-1"},
               run(LINFUSE_F32, LINFUSE_F32, 0, -1));
   expectError(invalid, {"flags", "0x10"}, run(LINFUSE_F32, LINFUSE_F32, 16, 0));
+  // Integer GEMMs: i8 into i32 only, no activation.
+  expectError(invalid, {"i8 into i32, not i8 into f32"},
+              run(LINFUSE_I8, LINFUSE_F32, 0, 0));
+  expectError(invalid, {"i8 into i32, not f32 into i32"},
+              run(LINFUSE_F32, LINFUSE_I32, 0, 0));
+  expectError(invalid, {"i8 into i32, not i32 into i32"},
+              run(LINFUSE_I32, LINFUSE_I32, 0, 0));
+  expectError(invalid, {"integer GEMM takes no activation"},
+              run(LINFUSE_I8, LINFUSE_I32, 0, LINFUSE_EPILOGUE_RELU));
+}
+
+/// i8 x i8 -> i32, on oneDNN (beta 0) and on the exact integer loop (beta
+/// 1, a transposed strided A, a bias): every value against int64 sums, and
+/// products that wrap modulo 2^32 as linalg's i32 arithmetic does.
+TEST_F(RuntimeTest, Int8IntoInt32IsExact) {
+  const int64_t m = 5, n = 7, k = 300;
+  std::vector<int8_t> a(m * k), b(k * n);
+  std::vector<int32_t> bias(n), c(m * n), c1(m * n);
+  uint32_t state = 7;
+  auto next = [&] { return state = state * 1664525u + 1013904223u; };
+  for (auto &v : a)
+    v = int8_t(next() >> 24);
+  for (auto &v : b)
+    v = int8_t(next() >> 24);
+  for (auto &v : bias)
+    v = int32_t(next() >> 8) - (1 << 23);
+  for (auto &v : c1)
+    v = int32_t(next()); // The whole range: the sum wraps.
+  std::vector<int32_t> start = c1;
+  struct View2 {
+    void *allocated, *aligned;
+    int64_t offset, sizes[2], strides[2];
+  };
+  struct View1 {
+    void *allocated, *aligned;
+    int64_t offset, sizes[1], strides[1];
+  };
+  View2 va{a.data(), a.data(), 0, {m, k}, {k, 1}};
+  // The same A as the transpose of a k x m column-major view of its data.
+  View2 vat{a.data(), a.data(), 0, {k, m}, {1, k}};
+  View2 vb{b.data(), b.data(), 0, {k, n}, {n, 1}};
+  View2 vc{c.data(), c.data(), 0, {m, n}, {n, 1}};
+  View2 vc1{c1.data(), c1.data(), 0, {m, n}, {n, 1}};
+  View1 vbias{bias.data(), bias.data(), 0, {n}, {1}};
+  ASSERT_EQ(linfuse_cpu_gemm(2, &va, 2, &vb, 1, &vbias, 2, &vc, LINFUSE_I8,
+                             LINFUSE_I32, LINFUSE_GEMM_HAS_BIAS, 0, 1, 0),
+            LINFUSE_OK)
+      << linfuse_last_error_message();
+  ASSERT_EQ(linfuse_cpu_gemm(
+                2, &vat, 2, &vb, 1, &vbias, 2, &vc1, LINFUSE_I8, LINFUSE_I32,
+                LINFUSE_GEMM_HAS_BIAS | LINFUSE_GEMM_TRANSPOSE_A, 0, 1, 1),
+            LINFUSE_OK)
+      << linfuse_last_error_message();
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t sum = bias[j];
+      for (int64_t q = 0; q < k; ++q)
+        sum += int64_t(a[i * k + q]) * b[q * n + j];
+      EXPECT_EQ(c[i * n + j], int32_t(sum)) << i << "," << j;
+      int64_t transposed = bias[j] + int64_t(start[i * n + j]);
+      for (int64_t q = 0; q < k; ++q)
+        transposed += int64_t(a[i * k + q]) * b[q * n + j];
+      EXPECT_EQ(c1[i * n + j], int32_t(uint32_t(uint64_t(transposed))))
+          << i << "," << j;
+    }
 }
 
 TEST_F(RuntimeTest, SizeErrors) {

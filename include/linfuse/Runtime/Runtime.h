@@ -54,6 +54,8 @@ typedef enum linfuse_dtype {
   LINFUSE_F32 = 0,
   LINFUSE_F16 = 1,
   LINFUSE_BF16 = 2,
+  LINFUSE_I8 = 3,  /* A and B of integer GEMMs (signed) */
+  LINFUSE_I32 = 4, /* their C and bias (accumulated, wrapping) */
 } linfuse_dtype;
 
 /* Same order as #linfuse.epilogue<...>. */
@@ -112,7 +114,8 @@ LINFUSE_RUNTIME_EXPORT int32_t linfuse_cpu_gemm(
   X(f16, f16, LINFUSE_F16, LINFUSE_F16)                                        \
   X(f16, f32, LINFUSE_F16, LINFUSE_F32)                                        \
   X(bf16, bf16, LINFUSE_BF16, LINFUSE_BF16)                                    \
-  X(bf16, f32, LINFUSE_BF16, LINFUSE_F32)
+  X(bf16, f32, LINFUSE_BF16, LINFUSE_F32)                                      \
+  X(i8, i32, LINFUSE_I8, LINFUSE_I32)
 
 #define LINFUSE_DECLARE_TYPED_GEMM(TARGET, AB, C)                              \
   LINFUSE_RUNTIME_EXPORT int32_t linfuse_##TARGET##_gemm_##AB##_##C(           \

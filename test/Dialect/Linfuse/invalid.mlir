@@ -73,7 +73,7 @@ func.func @c_element_type(%a: tensor<8x16xf16>, %b: tensor<16x4xf16>, %c: tensor
 // -----
 
 func.func @unsupported_element_type(%a: tensor<8x16xf64>, %b: tensor<16x4xf64>, %c: tensor<8x4xf64>) -> tensor<8x4xf64> {
-  // expected-error @+1 {{operand #0 must be ranked tensor of 32-bit float or 16-bit float or bfloat16 type values or memref of 32-bit float or 16-bit float or bfloat16 type values, but got 'tensor<8x16xf64>'}}
+  // expected-error @+1 {{operand #0 must be ranked tensor of 32-bit float or 16-bit float or bfloat16 type or 8-bit signless integer or 32-bit signless integer values or memref of 32-bit float or 16-bit float or bfloat16 type or 8-bit signless integer or 32-bit signless integer values, but got 'tensor<8x16xf64>'}}
   %0 = linfuse.gemm ins(%a, %b : tensor<8x16xf64>, tensor<16x4xf64>) outs(%c : tensor<8x4xf64>) -> tensor<8x4xf64>
   return %0 : tensor<8x4xf64>
 }
@@ -150,4 +150,20 @@ func.func @bad_epilogue(%a: tensor<8x16xf32>, %b: tensor<16x4xf32>, %c: tensor<8
   // expected-error @+1 {{failed to parse Linfuse_EpilogueAttr parameter 'value'}}
   %0 = linfuse.gemm ins(%a, %b : tensor<8x16xf32>, tensor<16x4xf32>) outs(%c : tensor<8x4xf32>) epilogue = <tanh> -> tensor<8x4xf32>
   return %0 : tensor<8x4xf32>
+}
+
+// -----
+
+func.func @int8_into_f32(%a: tensor<4x8xi8>, %b: tensor<8x4xi8>, %c: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{integer GEMMs multiply i8 into i32, not 'i8' into 'f32'}}
+  %r = linfuse.gemm ins(%a, %b : tensor<4x8xi8>, tensor<8x4xi8>) outs(%c : tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %r : tensor<4x4xf32>
+}
+
+// -----
+
+func.func @int8_activation(%a: tensor<4x8xi8>, %b: tensor<8x4xi8>, %c: tensor<4x4xi32>) -> tensor<4x4xi32> {
+  // expected-error @+1 {{an integer GEMM takes no activation and alpha 1}}
+  %r = linfuse.gemm ins(%a, %b : tensor<4x8xi8>, tensor<8x4xi8>) outs(%c : tensor<4x4xi32>) epilogue = <relu> -> tensor<4x4xi32>
+  return %r : tensor<4x4xi32>
 }

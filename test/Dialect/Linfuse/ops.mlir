@@ -69,3 +69,11 @@ func.func @memref_strided(%a: memref<?x64xbf16>, %b: memref<64x32xbf16, strided<
 func.func @epilogue_attr() attributes {act = #linfuse.epilogue<gelu_erf>} {
   return
 }
+
+// Integer GEMM: i8 A and B, i32 C and bias.
+// CHECK-LABEL: func.func @int8
+// CHECK: linfuse.gemm ins(%{{.*}}, %{{.*}} : tensor<?x64xi8>, tensor<96x64xi8>) bias(%{{.*}} : tensor<96xi32>) outs(%{{.*}} : tensor<?x96xi32>) transpose_b -> tensor<?x96xi32>
+func.func @int8(%a: tensor<?x64xi8>, %b: tensor<96x64xi8>, %bias: tensor<96xi32>, %c: tensor<?x96xi32>) -> tensor<?x96xi32> {
+  %r = linfuse.gemm ins(%a, %b : tensor<?x64xi8>, tensor<96x64xi8>) bias(%bias : tensor<96xi32>) outs(%c : tensor<?x96xi32>) transpose_b -> tensor<?x96xi32>
+  return %r : tensor<?x96xi32>
+}

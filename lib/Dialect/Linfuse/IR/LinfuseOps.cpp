@@ -120,9 +120,16 @@ LogicalResult GemmOp::verify() {
     return emitOpError() << "element type mismatch: 'a' has " << abElt
                          << " but 'b' has " << bType.getElementType();
   Type cElt = cType.getElementType();
-  if (cElt != abElt && !cElt.isF32())
+  if (abElt.isInteger(8) != cElt.isInteger(32) || abElt.isInteger(32))
+    return emitOpError() << "integer GEMMs multiply i8 into i32, not " << abElt
+                         << " into " << cElt;
+  if (abElt.isInteger(8)) {
+    if (getEpilogue() != Epilogue::None || getAlpha().convertToFloat() != 1.0f)
+      return emitOpError() << "an integer GEMM takes no activation and alpha 1";
+  } else if (cElt != abElt && !cElt.isF32()) {
     return emitOpError() << "'c' element type " << cElt << " must be f32 or "
                          << "the element type of 'a' (" << abElt << ")";
+  }
 
   // Dimensions.
   MatrixView opA{aType, getTransposeA()}, opB{bType, getTransposeB()},

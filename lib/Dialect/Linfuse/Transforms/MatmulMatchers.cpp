@@ -36,6 +36,16 @@ static AffineMap projection(MLIRContext *ctx, unsigned numDims,
   return AffineMap::get(numDims, 0, exprs, ctx);
 }
 
+bool mlir::linfuse::isGemmElementTypes(Operation *op, Type a, Type b, Type c) {
+  if (a != b)
+    return false;
+  if (isa<FloatType>(a))
+    return isa<FloatType>(c);
+  auto cast = op->getAttrOfType<linalg::TypeFnAttr>("cast");
+  return a.isInteger(8) && c.isInteger(32) &&
+         (!cast || cast.getValue() == linalg::TypeFn::cast_signed);
+}
+
 std::optional<MatmulInfo> mlir::linfuse::matchMatmul(Operation *op) {
   if (!isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op))
     return std::nullopt;
@@ -64,9 +74,8 @@ std::optional<MatmulInfo> mlir::linfuse::matchMatmul(Operation *op) {
     for (int64_t d : t.getShape())
       if (d == 0 || (!ShapedType::isDynamic(d) && d > (int64_t(1) << 32)))
         return std::nullopt;
-  if (!isa<FloatType>(lhsType.getElementType()) ||
-      lhsType.getElementType() != rhsType.getElementType() ||
-      !isa<FloatType>(resType.getElementType()))
+  if (!isGemmElementTypes(op, lhsType.getElementType(),
+                          rhsType.getElementType(), resType.getElementType()))
     return std::nullopt;
 
   // Loop dims: (m, n, k) or (b, m, n, k).

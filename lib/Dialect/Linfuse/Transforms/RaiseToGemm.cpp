@@ -103,9 +103,16 @@ struct RaiseMatmul : OpRewritePattern<MatmulOpTy> {
     Value init = op.getDpsInitOperand(0)->get();
     Type abElt = getElementTypeOrSelf(a.getType());
     Type cElt = getElementTypeOrSelf(init.getType());
-    if (getElementTypeOrSelf(b.getType()) != abElt || !isGemmFloat(abElt) ||
-        (cElt != abElt && !cElt.isF32()))
+    Type bElt = getElementTypeOrSelf(b.getType());
+    bool integer = abElt.isInteger(8);
+    if (integer ? !isGemmElementTypes(op, abElt, bElt, cElt)
+                : bElt != abElt || !isGemmFloat(abElt) ||
+                      (cElt != abElt && !cElt.isF32()))
       return rewriter.notifyMatchFailure(op, "unsupported element types");
+    // cuBLASLt's int8 GEMMs want layouts and alignments of their own (IMMA
+    // kernels): not wired up; such matmuls stay loops on the device.
+    if (integer && cudaEpilogues)
+      return rewriter.notifyMatchFailure(op, "no int8 GEMM on CUDA yet");
 
     // C += A·B: a zero fill means beta = 0 (C is not read). When the fill
     // fills a tensor.empty, it goes away and the GEMM writes the empty
@@ -114,10 +121,9 @@ struct RaiseMatmul : OpRewritePattern<MatmulOpTy> {
     Value c = init;
     float beta = 1.0f;
     if (auto fill = init.getDefiningOp<linalg::FillOp>()) {
-      FloatAttr value;
       if (fill.hasPureTensorSemantics() &&
-          matchPattern(fill.getInputs()[0], m_Constant(&value)) &&
-          value.getValue().isZero()) {
+          (matchPattern(fill.getInputs()[0], m_AnyZeroFloat()) ||
+           matchPattern(fill.getInputs()[0], m_Zero()))) {
         beta = 0.0f;
         if (fill.getOutputs()[0].getDefiningOp<tensor::EmptyOp>())
           c = fill.getOutputs()[0];
@@ -128,7 +134,7 @@ struct RaiseMatmul : OpRewritePattern<MatmulOpTy> {
     SmallVector<Operation *, 2> absorbed;
     Value bias;
     Epilogue epilogue = Epilogue::None;
-    if (epilogues) {
+    if (epilogues && !integer) {
       if (Operation *user = singleUser(result))
         if (std::optional<BiasAdd> add = matchBiasAdd(user, result)) {
           bias = add->bias;

@@ -5,7 +5,8 @@ tests.
   npy_check.py gen DIR SEED NAME:SHAPE:DTYPE[:SCALE] ...
       Writes DIR/NAME.npy with N(0, 1) * SCALE values (default scale 1) for
       SHAPE like 4x64 and DTYPE f32, f16 or bf16 (bf16 is stored as its raw
-      uint16 bits, linfuse's convention; values are rounded to bf16 first).
+      uint16 bits, linfuse's convention; values are rounded to bf16 first),
+      or uniform integers for i8 (the whole range) and i32 (+-2^20).
 
   npy_check.py check DIR --expect EXPR [--expect EXPR ...] --rtol R
                      OUT.npy [OUT.npy ...]
@@ -52,7 +53,12 @@ def gen(argv):
         scale = float(parts[3]) if len(parts) > 3 else 1.0
         dims = [int(d) for d in shape.split('x')] if shape else []
         a = (rng.standard_normal(dims) * scale).astype(np.float32)
-        if dtype == 'f16':
+        if dtype in ('i8', 'i32'):
+            # Uniform over the type (i32: over +-2^20, sums stay exact).
+            lo, hi = (-128, 128) if dtype == 'i8' else (-(1 << 20), 1 << 20)
+            a = rng.integers(lo, hi, dims).astype(np.int8 if dtype == 'i8'
+                                                  else np.int32)
+        elif dtype == 'f16':
             a = a.astype(np.float16)
         elif dtype == 'bf16':
             a = to_bf16_bits(a)

@@ -11,7 +11,8 @@ include "mlir/IR/OpAsmInterface.td"
 
 def Linfuse_GemmElementType : AnyTypeOf<[F32, F16, BF16]>;
 def Linfuse_GemmShaped : AnyTypeOf<[
-    RankedTensorOf<[F32, F16, BF16]>, MemRefOf<[F32, F16, BF16]>]>;
+    RankedTensorOf<[F32, F16, BF16, I8, I32]>,
+    MemRefOf<[F32, F16, BF16, I8, I32]>]>;
 
 def Linfuse_GemmOp : Linfuse_Op<"gemm", [
     DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
@@ -46,7 +47,10 @@ def Linfuse_GemmOp : Linfuse_Op<"gemm", [
 
     Any dimension may be dynamic; static sizes must agree. A and B have the
     same element type (f32, f16 or bf16); C and bias have either that type
-    or f32.
+    or f32. Integer GEMMs take i8 A and B (signed, as `linalg.matmul`'s
+    default `cast_signed` reads them) and accumulate in i32 C and bias,
+    wrapping on overflow as `arith.addi` does, with alpha 1 and no
+    activation.
 
     `beta = 0` (the default) means `C`'s incoming value is not read, so
     bufferization need not preserve it.

@@ -73,6 +73,11 @@ struct MatmulInfo {
 /// of one type, plain or transposed A/B indexing maps, static K and N.
 std::optional<MatmulInfo> matchMatmul(Operation *op);
 
+/// Whether the element types of a linalg matmul are a GEMM linfuse runs:
+/// float A and B of one type into a float C, or i8 A and B read as signed
+/// (the default `cast_signed`; unsigned i8 has no library GEMM) into i32.
+bool isGemmElementTypes(Operation *op, Type ab, Type b, Type c);
+
 /// Recognizes `user` as adding a length-N vector to `matmulResult` along its
 /// last dimension (broadcast over the others), with the result's type.
 std::optional<BiasAdd> matchBiasAdd(Operation *user, Value matmulResult);
