@@ -30,6 +30,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -982,6 +983,21 @@ struct Handover {
   }
 };
 
+/// Joins a thread that waits on a Handover on every way out of a test (a
+/// failed ASSERT returns early): it first lets the thread past every step,
+/// so that the join cannot hang, and a joinable std::thread left behind
+/// would std::terminate the test binary.
+struct JoinOnExit {
+  Handover &handover;
+  std::thread &thread;
+  ~JoinOnExit() {
+    if (!thread.joinable())
+      return;
+    handover.reach(std::numeric_limits<int>::max());
+    thread.join();
+  }
+};
+
 TEST(CudaDeviceGraph, PlainCallsOnAnotherThreadDuringACapture) {
   REQUIRE_DEVICE();
   // Thread 1 captures a GEMM into a keyed graph; while its capture is open,
@@ -1010,6 +1026,7 @@ TEST(CudaDeviceGraph, PlainCallsOnAnotherThreadDuringACapture) {
     EXPECT_EQ(linfuse_cuda_graph_end(), LINFUSE_OK) << lastMessage();
     EXPECT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
   });
+  JoinOnExit joinCapturer{handover, capturer};
   ASSERT_TRUE(handover.await(1));
   // Plainly, during the other thread's capture: it runs now, and the
   // synchronizations wait for it (checkGemm reads C back).
