@@ -1,8 +1,9 @@
 //===- CudaCapture.h - One thread's graph capture or replay -----*- C++ -*-===//
 //
 // The bookkeeping of a thread that captures or replays a CUDA graph
-// (CudaGraphs.cpp), without the device: which allocations the graph made,
-// which frees must wait, and which function keys failed to capture. Plain
+// (CudaGraphs.cpp), without the device: which stream a call runs on, which
+// allocations the graph made, which frees must wait, which events stand for
+// work that has not run, and which function keys failed to capture. Plain
 // C++ (no CUDA header), so that the unit tests check it without a GPU.
 //
 // A free may run now outside captures and replays, and inside a capture
@@ -26,6 +27,24 @@
 #include <vector>
 
 namespace linfuse::runtime::cuda {
+
+/// The stream a call that names `requested` runs on: `runtime` is the
+/// runtime's stream, `capture` this thread's capture stream (null unless
+/// this thread captures), `requestedIsCaptureStream` whether `requested` is
+/// one of the streams captures record. Null, the runtime's stream and a
+/// capture stream all stand for the runtime's stream, which on a capturing
+/// thread is its capture stream and elsewhere the runtime's own: a handle
+/// obtained before a capture (linfuse_cuda_stream, mgpuStreamCreate) is
+/// recorded into it, and one obtained inside a capture is ordered with the
+/// rest once the capture is over (or on another thread). Any other stream
+/// is the caller's and used as it is (never recorded into a capture).
+template <typename Stream>
+Stream resolveStream(Stream requested, Stream runtime, Stream capture,
+                     bool requestedIsCaptureStream) {
+  if (requested && requested != runtime && !requestedIsCaptureStream)
+    return requested;
+  return capture ? capture : runtime;
+}
 
 /// A device allocation a graph makes (at the same address every launch).
 struct Allocation {
@@ -95,6 +114,27 @@ public:
     return FreeAction::Defer;
   }
 
+  /// Notes that `event` was recorded on a stream: into the graph
+  /// (`intoGraph`, on the capture stream, or any record while replaying,
+  /// which enqueues nothing) or on a stream that runs now.
+  void noteEventRecord(const void *event, bool intoGraph) {
+    if (mode_ == Mode::None)
+      return;
+    auto it = std::find(graphEvents_.begin(), graphEvents_.end(), event);
+    if (intoGraph && it == graphEvents_.end())
+      graphEvents_.push_back(event);
+    else if (!intoGraph && it != graphEvents_.end())
+      graphEvents_.erase(it);
+  }
+  /// Whether `event` was last recorded into this capture or replay: a
+  /// wait for it must not run (nothing it stands for has run, and in a
+  /// capture the wait would invalidate it). An event recorded before the
+  /// capture or replay, or on a stream that runs now, is waited for.
+  bool isGraphEvent(const void *event) const {
+    return std::find(graphEvents_.begin(), graphEvents_.end(), event) !=
+           graphEvents_.end();
+  }
+
   struct Ended {
     std::vector<Allocation> allocations; ///< The capture's, in order.
     std::vector<void *> deferredFrees;   ///< To free now, in order.
@@ -113,6 +153,7 @@ private:
   size_t cursor_ = 0;
   bool diverged_ = false;
   std::vector<void *> deferred_;
+  std::vector<const void *> graphEvents_;
 };
 
 /// The argument keys of one function whose capture failed: calls with them

@@ -115,9 +115,15 @@ int32_t readyCaptureStream(const char *fn) {
   }
   if (captureStream)
     return LINFUSE_OK;
-  // Non-blocking, like the runtime's stream.
-  return check(driver().cuStreamCreate(&captureStream, CU_STREAM_NON_BLOCKING),
-               fn, "cuStreamCreate");
+  // Non-blocking, like the runtime's stream. Never destroyed: a handle to
+  // it that lowered code got during a capture (mgpuStreamCreate) stands for
+  // the runtime's stream afterwards.
+  if (int32_t s =
+          check(driver().cuStreamCreate(&captureStream, CU_STREAM_NON_BLOCKING),
+                fn, "cuStreamCreate"))
+    return s;
+  registerCaptureStream(captureStream);
+  return LINFUSE_OK;
 }
 
 /// Starts this thread's capture (captureMutex held, context current). The
@@ -333,6 +339,14 @@ void *cuda::replayAllocation(uint64_t bytes, const char *fn) {
          "repeat the captured one)",
          fn, index, static_cast<unsigned long long>(bytes));
   return ptr;
+}
+
+void cuda::noteEventRecord(CUevent event, bool intoGraph) {
+  captureState.noteEventRecord(event, intoGraph);
+}
+
+bool cuda::isGraphEvent(CUevent event) {
+  return captureState.isGraphEvent(event);
 }
 
 void cuda::noteCapturedAllocation(void *ptr, uint64_t bytes) {

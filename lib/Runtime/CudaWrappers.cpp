@@ -21,12 +21,15 @@
 //   allocation, like a caching allocator. Inside a graph capture the same
 //   calls become the graph's allocation and free nodes.
 // - A graph capture records a stream of its own, which stands in for the
-//   runtime's stream on the capturing thread only: other threads' calls run
-//   on the runtime's stream at once and are never recorded. On the
-//   capturing thread mgpuStreamSynchronize and mgpuEventSynchronize return
-//   at once (nothing runs before the graph is launched, and a
-//   synchronization would invalidate the capture), and a free of memory the
-//   capture did not allocate waits for the capture's end (CudaCapture.h).
+//   runtime's stream, by any handle, on the capturing thread only: other
+//   threads' calls run on the runtime's stream at once and are never
+//   recorded, and the capture stream is the runtime's stream wherever it is
+//   passed once the capture is over (streamOr). On the capturing thread
+//   mgpuStreamSynchronize of the capture stream and mgpuEventSynchronize of
+//   an event recorded into it return at once (nothing runs before the graph
+//   is launched, and a synchronization would invalidate the capture), and a
+//   free of memory the capture did not allocate waits for the capture's end
+//   (CudaCapture.h).
 // - While a function graph is replayed (CudaGraphs.cpp), launches, copies,
 //   memsets, event and stream waits enqueue nothing, mgpuMemAlloc returns
 //   the captured allocations, frees of those do nothing (the graph frees
@@ -258,10 +261,13 @@ int32_t linfuse_cuda_device(void) {
 
 int32_t linfuse_cuda_wait_for_stream(void *stream) {
   constexpr const char *fn = "linfuse_cuda_wait_for_stream";
-  auto other = static_cast<CUstream>(stream);
-  if (!other)
+  if (!stream)
     return LINFUSE_OK;
   return inContext(fn, nullptr, [&](CUstream runtime) -> int32_t {
+    // The runtime's stream by any handle (one from before a capture, a
+    // capture stream): a no-op, also on a capturing thread, where an event
+    // recorded outside the capture would invalidate it.
+    CUstream other = streamOr(static_cast<CUstream>(stream), fn);
     if (other == runtime)
       return LINFUSE_OK;
     // One event per thread, reused: cuStreamWaitEvent waits for the work
@@ -433,13 +439,13 @@ extern "C" LINFUSE_RUNTIME_EXPORT void mgpuStreamDestroy(CUstream stream) {
 }
 
 extern "C" LINFUSE_RUNTIME_EXPORT void mgpuStreamSynchronize(CUstream stream) {
-  // This thread's capture: nothing runs before the graph's launch, and a
-  // wait would invalidate the capture. Another thread's capture records
-  // its own stream, so this thread's work is waited for as usual.
-  if (capturing())
-    return;
-  runOn("mgpuStreamSynchronize", stream, "cuStreamSynchronize",
-        [](CUstream s) { return driver().cuStreamSynchronize(s); });
+  // This thread's capture stream: nothing runs before the graph's launch,
+  // and a wait would invalidate the capture. Any other stream (a stream of
+  // the caller's, or the runtime's while another thread captures) is
+  // waited for as usual.
+  runOn("mgpuStreamSynchronize", stream, "cuStreamSynchronize", [](CUstream s) {
+    return capturesInto(s) ? CUDA_SUCCESS : driver().cuStreamSynchronize(s);
+  });
 }
 
 extern "C" LINFUSE_RUNTIME_EXPORT void mgpuStreamWaitEvent(CUstream stream,
@@ -466,16 +472,26 @@ extern "C" LINFUSE_RUNTIME_EXPORT void mgpuEventDestroy(CUevent event) {
 }
 
 extern "C" LINFUSE_RUNTIME_EXPORT void mgpuEventSynchronize(CUevent event) {
-  // Captured: the event belongs to the graph; replayed: it was not recorded.
-  if (!capturing() && !replaying())
+  // Last recorded into this thread's capture (it stands for work that has
+  // not run) or replay (it was not recorded): nothing to wait for. An event
+  // recorded before, or on a stream that runs now, is waited for.
+  if (!isGraphEvent(event))
     run("mgpuEventSynchronize", "cuEventSynchronize",
         [&] { return driver().cuEventSynchronize(event); });
 }
 
 extern "C" LINFUSE_RUNTIME_EXPORT void mgpuEventRecord(CUevent event,
                                                        CUstream stream) {
-  runOn("mgpuEventRecord", stream, "cuEventRecord",
-        [&](CUstream s) { return driver().cuEventRecord(event, s); });
+  if (replaying()) {
+    noteEventRecord(event, /*intoGraph=*/true);
+    return;
+  }
+  runOn("mgpuEventRecord", stream, "cuEventRecord", [&](CUstream s) {
+    CUresult result = driver().cuEventRecord(event, s);
+    if (result == CUDA_SUCCESS)
+      noteEventRecord(event, capturesInto(s));
+    return result;
+  });
 }
 
 //===----------------------------------------------------------------------===//

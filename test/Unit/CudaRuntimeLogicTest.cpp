@@ -138,6 +138,58 @@ TEST(CudaCaptureState, AllocationsAreNotedOnlyWhileCapturing) {
   EXPECT_TRUE(state.end().allocations.empty());
 }
 
+TEST(CudaCaptureState, EventsRecordedIntoTheGraphAreNotWaitedFor) {
+  CaptureState state;
+  const void *before = ptr(0x10), *inside = ptr(0x20), *user = ptr(0x30);
+  // Outside a capture nothing is noted: every event is waited for.
+  state.noteEventRecord(before, /*intoGraph=*/true);
+  EXPECT_FALSE(state.isGraphEvent(before));
+  state.beginCapture();
+  // Recorded before the capture: it stands for work that ran, wait for it.
+  EXPECT_FALSE(state.isGraphEvent(before));
+  state.noteEventRecord(inside, /*intoGraph=*/true);
+  state.noteEventRecord(user, /*intoGraph=*/false); // A stream that runs.
+  EXPECT_TRUE(state.isGraphEvent(inside));
+  EXPECT_FALSE(state.isGraphEvent(user));
+  // Recorded again on a stream that runs: waited for again.
+  state.noteEventRecord(inside, /*intoGraph=*/false);
+  EXPECT_FALSE(state.isGraphEvent(inside));
+  state.noteEventRecord(inside, /*intoGraph=*/true);
+  state.end();
+  EXPECT_FALSE(state.isGraphEvent(inside)); // Over with the capture.
+  state.beginReplay({});
+  state.noteEventRecord(user, /*intoGraph=*/true);
+  EXPECT_TRUE(state.isGraphEvent(user));
+  state.end();
+  EXPECT_FALSE(state.isGraphEvent(user));
+}
+
+//===----------------------------------------------------------------------===//
+// Which stream a call runs on
+//===----------------------------------------------------------------------===//
+
+TEST(CudaStreams, TheRuntimesStreamByAnyHandleIsTheCaptureOnACapturingThread) {
+  const void *runtime = ptr(0x100), *capture = ptr(0x200), *user = ptr(0x300);
+  const void *oldCapture = ptr(0x400), *none = nullptr;
+  // Not capturing: null, the runtime's stream and any capture stream (a
+  // handle from mgpuStreamCreate inside an earlier capture) are the
+  // runtime's stream; a stream of the caller's is its own.
+  EXPECT_EQ(resolveStream(none, runtime, none, false), runtime);
+  EXPECT_EQ(resolveStream(runtime, runtime, none, false), runtime);
+  EXPECT_EQ(resolveStream(oldCapture, runtime, none, true), runtime);
+  EXPECT_EQ(resolveStream(user, runtime, none, false), user);
+  // Capturing: a handle to the runtime's stream from before the capture
+  // (linfuse_cuda_stream, mgpuStreamCreate) is recorded like null is.
+  EXPECT_EQ(resolveStream(none, runtime, capture, false), capture);
+  EXPECT_EQ(resolveStream(runtime, runtime, capture, false), capture);
+  EXPECT_EQ(resolveStream(capture, runtime, capture, true), capture);
+  EXPECT_EQ(resolveStream(oldCapture, runtime, capture, true), capture);
+  EXPECT_EQ(resolveStream(user, runtime, capture, false), user);
+  // The runtime's stream not created yet: null, for the caller to create.
+  EXPECT_EQ(resolveStream(none, none, none, false), none);
+  EXPECT_EQ(resolveStream(oldCapture, none, none, true), none);
+}
+
 TEST(CudaFailedKeys, AFailedKeyRunsWithoutAGraphFromThenOn) {
   FailedKeys failed(2);
   std::vector<int64_t> a{1, 2}, b{3}, c{4, 5, 6};

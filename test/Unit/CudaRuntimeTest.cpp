@@ -47,6 +47,10 @@ void mgpuMemset32(void *dst, unsigned int value, size_t count, void *stream);
 void *mgpuStreamCreate();
 void mgpuStreamDestroy(void *stream);
 void mgpuStreamSynchronize(void *stream);
+void *mgpuEventCreate();
+void mgpuEventDestroy(void *event);
+void mgpuEventRecord(void *event, void *stream);
+void mgpuEventSynchronize(void *event);
 void *mgpuModuleLoad(void *data, size_t gpuBlobSize);
 void *mgpuModuleLoadJIT(void *data, int optLevel);
 void mgpuModuleUnload(void *module);
@@ -1117,6 +1121,61 @@ TEST(CudaDeviceGraph, FreeInsideACaptureWaitsForItsEnd) {
     mgpuMemFree(out, nullptr);
   }
   EXPECT_EQ(linfuse_cuda_graph_destroy(nullptr), LINFUSE_OK) << lastMessage();
+}
+
+TEST(CudaDeviceGraph, EveryHandleOfTheRuntimesStreamIsRecordedInACapture) {
+  REQUIRE_DEVICE();
+  void *buffer = mgpuMemAlloc(64 * 4, nullptr, false);
+  ASSERT_NE(buffer, nullptr) << lastMessage();
+  mgpuMemset32(buffer, floatBits(1.0f), 64, nullptr);
+  // Handles to the runtime's stream from before the capture: passed
+  // during it, they are the capture's stream, so the memset is recorded
+  // (not run) and waiting for them is a no-op (an event recorded outside
+  // the capture and waited for inside would invalidate it).
+  void *handle = linfuse_cuda_stream(), *created = mgpuStreamCreate();
+  ASSERT_NE(handle, nullptr) << lastMessage();
+  void *before = mgpuEventCreate(), *inside = mgpuEventCreate();
+  mgpuEventRecord(before, nullptr);
+  linfuse_clear_error();
+  ASSERT_EQ(linfuse_cuda_graph_begin("handles"), LINFUSE_OK) << lastMessage();
+  mgpuMemset32(buffer, floatBits(2.0f), 64, handle);
+  EXPECT_EQ(linfuse_cuda_wait_for_stream(handle), LINFUSE_OK);
+  EXPECT_EQ(linfuse_cuda_wait_for_stream(created), LINFUSE_OK);
+  // Waits on the capture return at once; an event recorded before the
+  // capture is waited for (it stands for work that ran).
+  mgpuStreamSynchronize(created);
+  mgpuEventSynchronize(before);
+  // An event recorded in the capture stands for work that has not run.
+  mgpuEventRecord(inside, handle);
+  mgpuEventSynchronize(inside);
+  // A stream handle obtained inside the capture, kept beyond it.
+  void *kept = mgpuStreamCreate();
+  ASSERT_EQ(linfuse_cuda_graph_end(), LINFUSE_OK) << lastMessage();
+  for (float v : readFloats(buffer, 64))
+    ASSERT_EQ(v, 1.0f) << "the capture ran the memset";
+  ASSERT_EQ(linfuse_cuda_graph_launch("handles"), LINFUSE_OK) << lastMessage();
+  for (float v : readFloats(buffer, 64))
+    ASSERT_EQ(v, 2.0f);
+
+  // After the capture the kept handle is the runtime's stream: work on it
+  // is ordered with the rest, and destroying it destroys nothing, so the
+  // next capture still has its stream.
+  mgpuMemset32(buffer, floatBits(3.0f), 64, kept);
+  mgpuStreamSynchronize(kept);
+  mgpuStreamDestroy(kept);
+  for (float v : readFloats(buffer, 64))
+    ASSERT_EQ(v, 3.0f);
+  EXPECT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
+  ASSERT_EQ(linfuse_cuda_graph_begin("handles"), LINFUSE_OK) << lastMessage();
+  mgpuMemset32(buffer, floatBits(4.0f), 64, kept);
+  ASSERT_EQ(linfuse_cuda_graph_end(), LINFUSE_OK) << lastMessage();
+  ASSERT_EQ(linfuse_cuda_graph_launch("handles"), LINFUSE_OK) << lastMessage();
+  for (float v : readFloats(buffer, 64))
+    ASSERT_EQ(v, 4.0f);
+  mgpuEventDestroy(before);
+  mgpuEventDestroy(inside);
+  mgpuMemFree(buffer, nullptr);
+  EXPECT_EQ(linfuse_cuda_graph_destroy("handles"), LINFUSE_OK) << lastMessage();
 }
 
 /// What a call that cannot be captured looks like: the timer waits for an
