@@ -41,6 +41,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CudaLaunchLimits.h"
 #include "CudaLoader.h"
 
 #include <climits>
@@ -69,6 +70,26 @@ bool launchDims(const char *fn, const char *what, const intptr_t (&in)[3],
     }
     out[d] = unsigned(in[d]);
   }
+  return true;
+}
+
+std::mutex sharedMemoryMutex;
+DynamicSharedMemoryLimits sharedMemoryLimits; // guarded by sharedMemoryMutex
+
+/// Raises the dynamic shared memory limit of `function` to `smem` unless
+/// it is that high already (never lowers it: another thread's launch may
+/// need more). Call with a context current. False, with the error
+/// recorded, if the driver refuses.
+bool allowSharedMemory(const char *fn, CUfunction function, int32_t smem) {
+  std::lock_guard<std::mutex> lock(sharedMemoryMutex);
+  if (!sharedMemoryLimits.needsRaise(function, smem))
+    return true;
+  if (check(
+          driver().cuFuncSetAttribute(
+              function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
+          fn, "cuFuncSetAttribute"))
+    return false;
+  sharedMemoryLimits.raised(function, smem);
   return true;
 }
 
@@ -101,15 +122,12 @@ void launch(const char *fn, CUfunction function,
   // A kernel's static plus dynamic shared memory beyond the default 48 KiB
   // needs an opt-in for the dynamic part (cuda.h, cuLaunchKernel), and the
   // static part is not known here: opt in whenever there is a dynamic part,
-  // as upstream's wrappers do. The driver rejects what the device cannot
-  // give (CUDA_ERROR_INVALID_VALUE). Likewise clusters of more than the
-  // portable 8 blocks (H100/H200 allow 16).
+  // as upstream's wrappers do, but only ever raising the limit
+  // (CudaLaunchLimits.h). The driver rejects what the device cannot give
+  // (CUDA_ERROR_INVALID_VALUE). Likewise clusters of more than the portable
+  // 8 blocks (H100/H200 allow 16).
   constexpr unsigned kPortableClusterSize = 8;
-  if (smem > 0 &&
-      check(
-          driver().cuFuncSetAttribute(
-              function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
-          fn, "cuFuncSetAttribute"))
+  if (smem > 0 && !allowSharedMemory(fn, function, smem))
     return;
   if (cluster[0] * cluster[1] * cluster[2] > kPortableClusterSize &&
       check(
@@ -379,9 +397,14 @@ extern "C" LINFUSE_RUNTIME_EXPORT CUmodule mgpuModuleLoadJIT(void *data,
 }
 
 extern "C" LINFUSE_RUNTIME_EXPORT void mgpuModuleUnload(CUmodule module) {
-  if (module) // Else its load failed, and said so.
-    run("mgpuModuleUnload", "cuModuleUnload",
-        [&] { return driver().cuModuleUnload(module); });
+  if (!module) // Its load failed, and said so.
+    return;
+  {
+    std::lock_guard<std::mutex> lock(sharedMemoryMutex);
+    sharedMemoryLimits.forgetModule(module);
+  }
+  run("mgpuModuleUnload", "cuModuleUnload",
+      [&] { return driver().cuModuleUnload(module); });
 }
 
 extern "C" LINFUSE_RUNTIME_EXPORT CUfunction
@@ -394,12 +417,13 @@ mgpuModuleGetFunction(CUmodule module, const char *name) {
     return nullptr;
   }
   CUfunction function = nullptr;
-  return run(fn, "cuModuleGetFunction",
-             [&] {
-               return driver().cuModuleGetFunction(&function, module, name);
-             })
-             ? function
-             : nullptr;
+  if (!run(fn, "cuModuleGetFunction", [&] {
+        return driver().cuModuleGetFunction(&function, module, name);
+      }))
+    return nullptr;
+  std::lock_guard<std::mutex> lock(sharedMemoryMutex);
+  sharedMemoryLimits.noteFunction(function, module);
+  return function;
 }
 
 extern "C" LINFUSE_RUNTIME_EXPORT void

@@ -10,6 +10,7 @@
 
 #include "CudaCapture.h"
 #include "CudaGemmPlan.h"
+#include "CudaLaunchLimits.h"
 
 #include <gtest/gtest.h>
 
@@ -188,6 +189,48 @@ TEST(CudaStreams, TheRuntimesStreamByAnyHandleIsTheCaptureOnACapturingThread) {
   // The runtime's stream not created yet: null, for the caller to create.
   EXPECT_EQ(resolveStream(none, none, none, false), none);
   EXPECT_EQ(resolveStream(oldCapture, none, none, true), none);
+}
+
+//===----------------------------------------------------------------------===//
+// Dynamic shared memory limits
+//===----------------------------------------------------------------------===//
+
+TEST(CudaSharedMemory, TheLimitIsOnlyEverRaised) {
+  DynamicSharedMemoryLimits limits;
+  const void *kernel = ptr(0x10), *other = ptr(0x20), *module = ptr(0x1);
+  limits.noteFunction(kernel, module);
+  EXPECT_FALSE(limits.needsRaise(kernel, 0)); // No dynamic part.
+  EXPECT_TRUE(limits.needsRaise(kernel, 4));  // The first with any.
+  limits.raised(kernel, 64 << 10);
+  // Thread A set 64 KiB; thread B's launch with 4 bytes must not lower it
+  // under A's launch, nor need to set anything.
+  EXPECT_FALSE(limits.needsRaise(kernel, 4));
+  EXPECT_FALSE(limits.needsRaise(kernel, 64 << 10));
+  EXPECT_TRUE(limits.needsRaise(kernel, 100 << 10));
+  limits.raised(kernel, 100 << 10);
+  limits.raised(kernel, 80 << 10); // Never lowered.
+  EXPECT_FALSE(limits.needsRaise(kernel, 90 << 10));
+  // Each function has its own; one never looked up is set on first use.
+  EXPECT_TRUE(limits.needsRaise(other, 4));
+  // Unchanged if the setting failed (raised is not called).
+  EXPECT_TRUE(limits.needsRaise(kernel, 300 << 10));
+  EXPECT_TRUE(limits.needsRaise(kernel, 300 << 10));
+}
+
+TEST(CudaSharedMemory, AReusedFunctionAddressStartsFromTheDefault) {
+  DynamicSharedMemoryLimits limits;
+  const void *kernel = ptr(0x10), *module = ptr(0x1), *next = ptr(0x2);
+  limits.noteFunction(kernel, module);
+  limits.raised(kernel, 64 << 10);
+  limits.noteFunction(kernel, module); // Looked up again: still set.
+  EXPECT_FALSE(limits.needsRaise(kernel, 64 << 10));
+  limits.forgetModule(module); // Unloaded.
+  EXPECT_TRUE(limits.needsRaise(kernel, 64 << 10));
+  limits.noteFunction(kernel, module);
+  limits.raised(kernel, 64 << 10);
+  // Found under another module without an unload in between.
+  limits.noteFunction(kernel, next);
+  EXPECT_TRUE(limits.needsRaise(kernel, 64 << 10));
 }
 
 TEST(CudaFailedKeys, AFailedKeyRunsWithoutAGraphFromThenOn) {

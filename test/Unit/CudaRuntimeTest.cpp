@@ -1356,29 +1356,73 @@ const char kSharedSumPtx[] = R"(
 }
 )";
 
+/// kSharedSumPtx's module and kernel (null, with the error recorded, if
+/// they fail to load).
+struct SharedSumKernel {
+  void *module =
+      mgpuModuleLoad(const_cast<char *>(kSharedSumPtx), sizeof(kSharedSumPtx));
+  void *function =
+      module ? mgpuModuleGetFunction(module, "shared_sum") : nullptr;
+
+  /// One launch with `dynamicBytes` of dynamic shared memory, writing 3.0
+  /// to `out`.
+  void launch(DeviceArray &out, int32_t dynamicBytes) const {
+    void *pointer = out.device;
+    uint32_t words = uint32_t(dynamicBytes / 4);
+    void *params[] = {&pointer, &words};
+    mgpuLaunchKernel(function, 1, 1, 1, 1, 1, 1, dynamicBytes, nullptr, params,
+                     nullptr, 2);
+  }
+  void unload() {
+    mgpuModuleUnload(module);
+    module = function = nullptr;
+  }
+  ~SharedSumKernel() {
+    if (module)
+      unload();
+  }
+};
+
 TEST(CudaDeviceWrappers, StaticPlusDynamicSharedMemoryOver48KiB) {
   REQUIRE_DEVICE();
   // 40 KiB static + 16 KiB dynamic: the dynamic part alone is under the
   // default 48 KiB, the sum is not, so the launch needs the opt-in.
-  void *module =
-      mgpuModuleLoad(const_cast<char *>(kSharedSumPtx), sizeof(kSharedSumPtx));
-  ASSERT_NE(module, nullptr) << lastMessage();
-  void *function = mgpuModuleGetFunction(module, "shared_sum");
-  ASSERT_NE(function, nullptr) << lastMessage();
+  SharedSumKernel kernel;
+  ASSERT_NE(kernel.function, nullptr) << lastMessage();
   DeviceArray out(LINFUSE_F32, {1});
   for (int32_t dynamicBytes : {16 * 1024, 4, 64 * 1024}) {
     SCOPED_TRACE(std::to_string(dynamicBytes) + " dynamic bytes");
     out.fill(-1.0);
-    void *pointer = out.device;
-    uint32_t words = uint32_t(dynamicBytes / 4);
-    void *params[] = {&pointer, &words};
     linfuse_clear_error();
-    mgpuLaunchKernel(function, 1, 1, 1, 1, 1, 1, dynamicBytes, nullptr, params,
-                     nullptr, 2);
+    kernel.launch(out, dynamicBytes);
     ASSERT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
     EXPECT_EQ(out.download().store[0], 3.0);
   }
-  mgpuModuleUnload(module);
+  kernel.unload();
+  EXPECT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
+}
+
+TEST(CudaDeviceWrappers, ConcurrentLaunchesNeverLowerTheSharedMemoryLimit) {
+  REQUIRE_DEVICE();
+  // One thread launches with 64 KiB of dynamic shared memory (over the
+  // default with the static 40 KiB), the other with 4 bytes, concurrently:
+  // the small launches must not lower the limit the large ones set.
+  SharedSumKernel kernel;
+  ASSERT_NE(kernel.function, nullptr) << lastMessage();
+  DeviceArray large(LINFUSE_F32, {1}), small(LINFUSE_F32, {1});
+  auto launches = [&](DeviceArray &out, int32_t dynamicBytes) {
+    linfuse_clear_error();
+    for (int i = 0; i < 500 && linfuse_last_error() == LINFUSE_OK; ++i)
+      kernel.launch(out, dynamicBytes);
+    EXPECT_EQ(linfuse_last_error(), LINFUSE_OK)
+        << dynamicBytes << " bytes: " << lastMessage();
+  };
+  std::thread other([&] { launches(small, 4); });
+  launches(large, 64 * 1024);
+  other.join();
+  EXPECT_EQ(large.download().store[0], 3.0);
+  EXPECT_EQ(small.download().store[0], 3.0);
+  kernel.unload();
   EXPECT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
 }
 
