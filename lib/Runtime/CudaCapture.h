@@ -156,9 +156,31 @@ private:
   std::vector<const void *> graphEvents_;
 };
 
-/// The argument keys of one function whose capture failed: calls with them
-/// run without a graph from then on instead of capturing (and failing)
-/// again. At most `capacity`, the oldest forgotten first.
+/// Where a function's capture failed: whether its key is remembered
+/// (FailedKeys) depends on it.
+enum class CaptureFailure {
+  None,
+  Body,        ///< A call in the body failed while it was recorded.
+  Capture,     ///< The capture was invalidated (cuStreamEndCapture).
+  Instantiate, ///< The driver rejected the recorded graph.
+  Transient,   ///< No context at the end, or out of memory instantiating.
+};
+
+/// Whether a capture that failed this way would fail again with the same
+/// arguments, so that later calls with its key had better run without a
+/// graph. A transient failure (an out-of-memory instantiation, a context
+/// that could not be made current) is not held against the key: its next
+/// call captures again.
+inline bool failsAgain(CaptureFailure failure) {
+  return failure == CaptureFailure::Body ||
+         failure == CaptureFailure::Capture ||
+         failure == CaptureFailure::Instantiate;
+}
+
+/// The argument keys of one function whose capture failed (failsAgain):
+/// calls with them run without a graph from then on instead of capturing
+/// (and failing) again. At most `capacity`, the oldest forgotten first (a
+/// forgotten key fails once more, and is remembered again).
 class FailedKeys {
 public:
   explicit FailedKeys(size_t capacity) : capacity_(capacity) {}

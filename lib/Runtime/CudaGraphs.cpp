@@ -71,6 +71,10 @@ CUstream captureStream = nullptr;
 /// that wait for its end. Capturing or replaying is this and nothing else.
 thread_local CaptureState captureState;
 
+/// failureCount() when this thread's keyed capture began: a call that
+/// failed while it was recorded is missing from the graph.
+thread_local uint64_t keyedFailuresAtBegin = 0;
+
 void addToStats(int64_t gemmCalls, int64_t kernelLaunches) {
   for (int64_t i = 0; i < gemmCalls; ++i)
     countGemmCall();
@@ -168,8 +172,9 @@ CUresult stopCapture(CUgraph &recording, CaptureState::Ended &ended) {
 
 /// Ends this thread's capture (stopCapture) and instantiates it into `out`
 /// (with its counts). Relaunching frees what the previous launch left
-/// allocated.
-int32_t endCapture(const char *fn, Graph &out, CaptureState::Ended &ended) {
+/// allocated. `failure` says where it failed, if it did.
+int32_t endCapture(const char *fn, Graph &out, CaptureState::Ended &ended,
+                   CaptureFailure &failure) {
   ScopedContext context(fn);
   Graph g;
   {
@@ -178,18 +183,25 @@ int32_t endCapture(const char *fn, Graph &out, CaptureState::Ended &ended) {
     captured = Graph();
   }
   CUresult result = stopCapture(g.graph, ended);
+  failure = CaptureFailure::Transient;
   int32_t s = context.status();
-  if (s == LINFUSE_OK)
+  if (s == LINFUSE_OK) {
+    failure = CaptureFailure::Capture;
     s = check(result, fn, "cuStreamEndCapture");
-  if (s == LINFUSE_OK)
-    s = check(
-        driver().cuGraphInstantiateWithFlags(
-            &g.exec, g.graph, CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH),
-        fn, "cuGraphInstantiateWithFlags");
+  }
+  if (s == LINFUSE_OK) {
+    CUresult instantiated = driver().cuGraphInstantiateWithFlags(
+        &g.exec, g.graph, CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH);
+    failure = instantiated == CUDA_ERROR_OUT_OF_MEMORY
+                  ? CaptureFailure::Transient
+                  : CaptureFailure::Instantiate;
+    s = check(instantiated, fn, "cuGraphInstantiateWithFlags");
+  }
   if (s != LINFUSE_OK) {
     destroy(g);
     return s;
   }
+  failure = CaptureFailure::None;
   out = g;
   return LINFUSE_OK;
 }
@@ -389,6 +401,7 @@ int32_t linfuse_cuda_graph_begin(const char *key) {
     int32_t s = beginCapture(fn, key);
     if (s != LINFUSE_OK)
       captureMutex.unlock();
+    keyedFailuresAtBegin = failureCount();
     return s;
   });
 }
@@ -400,9 +413,23 @@ int32_t linfuse_cuda_graph_end(void) {
                 "%s: no capture in progress on this thread (call "
                 "linfuse_cuda_graph_begin)",
                 fn);
+  bool failed = failureCount() != keyedFailuresAtBegin;
   Graph g;
   CaptureState::Ended ended;
-  int32_t status = endCapture(fn, g, ended);
+  CaptureFailure failure;
+  int32_t status = endCapture(fn, g, ended, failure);
+  if (status == LINFUSE_OK && failed) {
+    // A call failed while it was recorded (a GEMM's arguments, say): the
+    // graph lacks that work, so it is not kept. The call's error stays the
+    // one reported, if it is still pending.
+    ScopedContext context(fn);
+    destroy(g);
+    std::lock_guard<std::mutex> lock(graphMutex);
+    status = fail(LINFUSE_ERROR_BACKEND,
+                  "%s: a call failed while '%s' was captured; the graph "
+                  "would lack it and is not kept",
+                  fn, captureKey.c_str());
+  }
   if (status == LINFUSE_OK) {
     ScopedContext context(fn); // For the graph it replaces.
     std::lock_guard<std::mutex> lock(graphMutex);
@@ -543,22 +570,29 @@ int32_t endReplay(const char *fn, bool failed, std::vector<void *> &deferred) {
 }
 
 /// Ends this thread's function capture: instantiates, launches and keeps
-/// the graph, or, if the capture or the body failed, remembers the key so
-/// that its later calls run without a graph. `deferred` gets the frees to
+/// the graph, or, if the capture or the body failed in a way that would
+/// happen again (failsAgain), remembers the key so that its later calls
+/// run without a graph. `deferred` gets the frees to
 /// run after the launch.
 int32_t endFunctionCapture(const char *fn, uintptr_t slot, bool failed,
                            std::vector<void *> &deferred) {
   auto g = std::make_shared<FunctionGraph>();
   CaptureState::Ended ended;
-  int32_t s = endCapture(fn, g->graph, ended);
+  CaptureFailure failure;
+  int32_t s = endCapture(fn, g->graph, ended, failure);
   deferred = std::move(ended.deferredFrees);
   // Something in the body failed while it was recorded (a GEMM's
   // arguments, say): the graph lacks that work, so it is not kept.
-  if (s == LINFUSE_OK && failed)
-    s = LINFUSE_ERROR_BACKEND;
+  if (failed) {
+    s = LINFUSE_ERROR_BACKEND; // The graph goes with g.
+    failure = CaptureFailure::Body;
+  }
   if (s != LINFUSE_OK) {
-    std::lock_guard<std::mutex> lock(graphMutex);
-    graphsOf(slot, call.generation).failed.add(std::move(call.key));
+    // Only a failure that would happen again stops the key capturing.
+    if (failsAgain(failure)) {
+      std::lock_guard<std::mutex> lock(graphMutex);
+      graphsOf(slot, call.generation).failed.add(std::move(call.key));
+    }
     return s;
   }
   g->key = std::move(call.key);

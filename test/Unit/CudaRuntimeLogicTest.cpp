@@ -233,6 +233,17 @@ TEST(CudaSharedMemory, AReusedFunctionAddressStartsFromTheDefault) {
   EXPECT_TRUE(limits.needsRaise(kernel, 64 << 10));
 }
 
+TEST(CudaFailedKeys, OnlyFailuresThatWouldRecurAreHeldAgainstAKey) {
+  // The body, or what it did (an invalidated capture, a graph the driver
+  // rejects), fails the same way with the same arguments.
+  EXPECT_TRUE(failsAgain(CaptureFailure::Body));
+  EXPECT_TRUE(failsAgain(CaptureFailure::Capture));
+  EXPECT_TRUE(failsAgain(CaptureFailure::Instantiate));
+  // Out of memory instantiating, no context: the next call tries again.
+  EXPECT_FALSE(failsAgain(CaptureFailure::Transient));
+  EXPECT_FALSE(failsAgain(CaptureFailure::None));
+}
+
 TEST(CudaFailedKeys, AFailedKeyRunsWithoutAGraphFromThenOn) {
   FailedKeys failed(2);
   std::vector<int64_t> a{1, 2}, b{3}, c{4, 5, 6};

@@ -968,6 +968,34 @@ TEST(CudaDeviceGraph, AFailedCaptureIsNotKept) {
   EXPECT_EQ(linfuse_cuda_graph_destroy(nullptr), LINFUSE_OK) << lastMessage();
 }
 
+TEST(CudaDeviceGraph, AKeyedCaptureWithAFailedCallIsNotKept) {
+  REQUIRE_DEVICE();
+  ASSERT_EQ(linfuse_cuda_graph_destroy("failed-call"), LINFUSE_OK);
+  void *buffer = mgpuMemAlloc(64 * 4, nullptr, false);
+  ASSERT_NE(buffer, nullptr) << lastMessage();
+  linfuse_clear_error();
+  ASSERT_EQ(linfuse_cuda_graph_begin("failed-call"), LINFUSE_OK)
+      << lastMessage();
+  mgpuMemset32(buffer, floatBits(2.0f), 64, nullptr);
+  // Fails while recorded (no kernel): the graph would lack the launch.
+  mgpuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr, 0);
+  EXPECT_NE(linfuse_cuda_graph_end(), LINFUSE_OK);
+  // The launch's error is the one reported; nothing is stored.
+  expectError(LINFUSE_ERROR_INVALID_ARGUMENT, "mgpuLaunchKernel");
+  EXPECT_EQ(linfuse_cuda_graph_exists("failed-call"), 0);
+  // Reported also when the caller cleared the launch's error.
+  ASSERT_EQ(linfuse_cuda_graph_begin("failed-call"), LINFUSE_OK)
+      << lastMessage();
+  mgpuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr, 0);
+  linfuse_clear_error();
+  EXPECT_EQ(linfuse_cuda_graph_end(), LINFUSE_ERROR_BACKEND);
+  expectError(LINFUSE_ERROR_BACKEND, "linfuse_cuda_graph_end: a call failed");
+  EXPECT_EQ(linfuse_cuda_graph_exists("failed-call"), 0);
+  linfuse_clear_error();
+  mgpuMemFree(buffer, nullptr);
+  EXPECT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
+}
+
 /// A step counter two threads hand work over with (each wait gives up
 /// after 60 s, so that a failure cannot hang the test).
 struct Handover {

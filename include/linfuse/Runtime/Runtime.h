@@ -337,10 +337,11 @@ LINFUSE_RUNTIME_EXPORT int64_t linfuse_cuda_heuristic_queries(void);
  * an event recorded outside it invalidates the capture (CUDA allows no
  * dependency across the capture's boundary). Host<->device copies need pinned
  * host memory (mgpuMemHostRegister). The GEMM workspace is allocated by _begin.
- * A call that cannot be captured invalidates the capture: _end then fails and
- * stores nothing, and the capture is over. One capture at a time: _begin waits
- * while another thread captures or runs a function graph, and _end must come
- * from the thread that began (capture mode
+ * A call that cannot be captured invalidates the capture, and a call that
+ * fails while recorded (a GEMM's arguments) would be missing from the graph:
+ * either way _end fails and stores nothing, and the capture is over. One
+ * capture at a time: _begin waits while another thread captures or runs a
+ * function graph, and _end must come from the thread that began (capture mode
  * CU_STREAM_CAPTURE_MODE_THREAD_LOCAL). The capture records a stream of its own
  * that stands in for the runtime's stream on the capturing thread only: other
  * threads' calls (GEMMs, launches, copies, frees, synchronizations, graph
@@ -393,7 +394,8 @@ LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_graph_destroy(const char *key);
  * capture fails (the body failed while recorded, or did something a
  * capture cannot record), the graph is not kept, the call fails, and later
  * calls with that key run without a graph (until
- * linfuse_cuda_graph_destroy(NULL)). The slot
+ * linfuse_cuda_graph_destroy(NULL)); a transient failure (out of memory
+ * instantiating the graph) is not held against the key. The slot
  * is zero-initialized and the first call writes a generation number into
  * it, so the graphs of a module unloaded from the same address are never
  * replayed for a new one. Host-shared (managed) allocations cannot be part
