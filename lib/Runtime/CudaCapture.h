@@ -12,7 +12,9 @@
 // capture (cuMemFreeAsync there accepts only graph allocations, and
 // cuMemFree is not capturable), and inside a replay it would free memory
 // the graph, launched at the replay's end, may still read: those frees are
-// deferred and run when the capture or replay ends, after its launch.
+// deferred. A function call's run when it ends, after its graph's launch;
+// a keyed capture's are kept with its graph, which may read that memory at
+// every launch, and run when the graph is dropped.
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,7 +57,7 @@ struct Allocation {
 /// What mgpuMemFree does with a pointer.
 enum class FreeAction {
   Now,   ///< Free it now (a graph free node while capturing).
-  Defer, ///< Free it when the capture or replay ends (CaptureState::end).
+  Defer, ///< Later: CaptureState::end hands it back (see above).
   Skip,  ///< Nothing: the replayed graph frees its own allocations.
 };
 
@@ -154,6 +156,28 @@ private:
   bool diverged_ = false;
   std::vector<void *> deferred_;
   std::vector<const void *> graphEvents_;
+};
+
+/// Deferred frees that cannot run yet (no context where they were due):
+/// kept rather than lost, and run first at the next point that can.
+class PendingFrees {
+public:
+  /// What to free now: nothing if `canFree` is false (`frees` are kept),
+  /// else what was kept before, then `frees`.
+  std::vector<void *> take(std::vector<void *> frees, bool canFree) {
+    if (!canFree) {
+      kept_.insert(kept_.end(), frees.begin(), frees.end());
+      return {};
+    }
+    std::vector<void *> now = std::move(kept_);
+    kept_.clear();
+    now.insert(now.end(), frees.begin(), frees.end());
+    return now;
+  }
+  bool empty() const { return kept_.empty(); }
+
+private:
+  std::vector<void *> kept_;
 };
 
 /// Where a function's capture failed: whether its key is remembered

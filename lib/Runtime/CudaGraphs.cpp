@@ -26,7 +26,9 @@
 // stream meanwhile and are never recorded into it. What the capturing or
 // replaying thread has allocated and which of its frees must wait is kept
 // in its CaptureState (CudaCapture.h); a capture is ended whatever else
-// fails, so that its stream never stays in capture mode.
+// fails, so that its stream never stays in capture mode. Memory from
+// outside a keyed capture that the capture freed is kept with its graph
+// (Graph::frees) until the graph is dropped.
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,6 +55,10 @@ struct Graph {
   CUgraph graph = nullptr;
   CUgraphExec exec = nullptr;
   int64_t gemmCalls = 0, kernelLaunches = 0;
+  /// A keyed graph's: memory from outside its capture that the capture
+  /// freed. Every launch may read it, so it is freed when the graph is
+  /// dropped (replaced or destroyed), not at the end of the capture.
+  std::vector<void *> frees;
 };
 
 std::mutex graphMutex;
@@ -81,13 +87,21 @@ void addToStats(int64_t gemmCalls, int64_t kernelLaunches) {
   countKernelLaunches(kernelLaunches);
 }
 
-/// Destroys `g`'s handles (call with a context current).
+/// Destroys `g`'s handles (call with a context current), dropping its
+/// frees: see retire.
 void destroy(Graph &g) {
   if (g.exec)
     driver().cuGraphExecDestroy(g.exec);
   if (g.graph)
     driver().cuGraphDestroy(g.graph);
   g = Graph();
+}
+
+/// Destroys `g` (destroy), adding the memory it kept to `frees`, to be
+/// freed (freeDeferred) on the runtime's stream, after its launches.
+void retire(Graph &g, std::vector<void *> &frees) {
+  frees.insert(frees.end(), g.frees.begin(), g.frees.end());
+  destroy(g);
 }
 
 bool validKey(const char *fn, const char *key) {
@@ -206,10 +220,26 @@ int32_t endCapture(const char *fn, Graph &out, CaptureState::Ended &ended,
   return LINFUSE_OK;
 }
 
+std::mutex pendingMutex;
+PendingFrees pendingFrees; // guarded by pendingMutex
+
 /// Runs the frees that waited for the end of a capture or replay (after
-/// its graph's launch, if any), now that this thread makes plain calls.
-void freeDeferred(const std::vector<void *> &deferred) {
-  for (void *ptr : deferred)
+/// its graph's launch, if any) or for their graph to be dropped, now that
+/// this thread makes plain calls, on the runtime's stream. Without a
+/// context they would fail and be lost: they are kept for the next call
+/// here that has one (PendingFrees).
+void freeDeferred(const char *fn, std::vector<void *> frees) {
+  {
+    std::lock_guard<std::mutex> lock(pendingMutex);
+    if (frees.empty() && pendingFrees.empty())
+      return;
+  }
+  ScopedContext context(fn);
+  {
+    std::lock_guard<std::mutex> lock(pendingMutex);
+    frees = pendingFrees.take(std::move(frees), context.status() == LINFUSE_OK);
+  }
+  for (void *ptr : frees)
     mgpuMemFree(ptr, nullptr);
 }
 
@@ -430,16 +460,23 @@ int32_t linfuse_cuda_graph_end(void) {
                   "would lack it and is not kept",
                   fn, captureKey.c_str());
   }
+  // Memory from outside the capture that the capture freed: the graph may
+  // read it at every launch, so the graph keeps it until it is dropped. A
+  // graph that is not kept never runs: its frees run now.
+  std::vector<void *> frees;
   if (status == LINFUSE_OK) {
     ScopedContext context(fn); // For the graph it replaces.
     std::lock_guard<std::mutex> lock(graphMutex);
     Graph &slot = graphs[captureKey];
-    destroy(slot);
+    // The replaced graph's memory is freed after its launches (all on the
+    // runtime's stream).
+    retire(slot, frees);
     slot = g;
+    slot.frees = std::move(ended.deferredFrees);
+  } else {
+    frees = std::move(ended.deferredFrees);
   }
-  // Frees of memory from outside the capture take effect now, on the
-  // runtime's stream: the graph must not use that memory.
-  freeDeferred(ended.deferredFrees);
+  freeDeferred(fn, std::move(frees));
   captureMutex.unlock();
   return status;
 }
@@ -476,27 +513,33 @@ int32_t linfuse_cuda_graph_destroy(const char *key) {
   // another thread's capture ends first.
   if (const char *why = busy())
     return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: %s", fn, why);
-  std::lock_guard<std::mutex> captures(captureMutex);
-  std::lock_guard<std::mutex> lock(graphMutex);
-  if (graphs.empty() && (key || functionGraphs.empty()))
-    return LINFUSE_OK; // Also without a device: nothing was captured.
-  return inContext(fn, nullptr, [&](CUstream stream) {
-    // A replay still in flight keeps using the graph: wait for it.
-    if (int32_t s = check(driver().cuStreamSynchronize(stream), fn,
-                          "cuStreamSynchronize"))
-      return s;
-    for (auto it = graphs.begin(); it != graphs.end();) {
-      if (key && it->first != key) {
-        ++it;
-        continue;
+  std::vector<void *> frees; // What the dropped keyed graphs kept.
+  int32_t status;
+  {
+    std::lock_guard<std::mutex> captures(captureMutex);
+    std::lock_guard<std::mutex> lock(graphMutex);
+    if (graphs.empty() && (key || functionGraphs.empty()))
+      return LINFUSE_OK; // Also without a device: nothing was captured.
+    status = inContext(fn, nullptr, [&](CUstream stream) {
+      // A replay still in flight keeps using the graph: wait for it.
+      if (int32_t s = check(driver().cuStreamSynchronize(stream), fn,
+                            "cuStreamSynchronize"))
+        return s;
+      for (auto it = graphs.begin(); it != graphs.end();) {
+        if (key && it->first != key) {
+          ++it;
+          continue;
+        }
+        retire(it->second, frees);
+        it = graphs.erase(it);
       }
-      destroy(it->second);
-      it = graphs.erase(it);
-    }
-    if (!key)
-      functionGraphs.clear();
-    return int32_t(LINFUSE_OK);
-  });
+      if (!key)
+        functionGraphs.clear();
+      return int32_t(LINFUSE_OK);
+    });
+  }
+  freeDeferred(fn, std::move(frees));
+  return status;
 }
 
 //===----------------------------------------------------------------------===//
@@ -632,7 +675,7 @@ int32_t linfuse_cuda_function_end(uintptr_t slot) {
                        ? endReplay(fn, failed, deferred)
                        : endFunctionCapture(fn, slot, failed, deferred);
   // After the launch, on the runtime's stream.
-  freeDeferred(deferred);
+  freeDeferred(fn, std::move(deferred));
   // The compiled function returns to its caller with its work done, as
   // without a graph.
   if (status == LINFUSE_OK)
@@ -657,6 +700,6 @@ void linfuse_cuda_function_abandon(void) {
   } else if (call.mode == FunctionCall::Mode::Replay) {
     ended = captureState.end();
   }
-  freeDeferred(ended.deferredFrees);
+  freeDeferred("linfuse_cuda_function_abandon", std::move(ended.deferredFrees));
   finishCall();
 }

@@ -139,6 +139,24 @@ TEST(CudaCaptureState, AllocationsAreNotedOnlyWhileCapturing) {
   EXPECT_TRUE(state.end().allocations.empty());
 }
 
+TEST(CudaPendingFrees, FreesWithoutAContextAreKeptForTheNextChance) {
+  PendingFrees pending;
+  EXPECT_TRUE(pending.empty());
+  EXPECT_EQ(pending.take({ptr(0x1000)}, true),
+            std::vector<void *>{ptr(0x1000)});
+  // No context at the end of a capture: freeing would fail, and the
+  // memory would be lost. Kept instead.
+  EXPECT_TRUE(pending.take({ptr(0x2000), ptr(0x3000)}, false).empty());
+  EXPECT_FALSE(pending.empty());
+  EXPECT_TRUE(pending.take({ptr(0x4000)}, false).empty());
+  // The next point with a context frees them first, then its own.
+  EXPECT_EQ(pending.take({ptr(0x5000)}, true),
+            (std::vector<void *>{ptr(0x2000), ptr(0x3000), ptr(0x4000),
+                                 ptr(0x5000)}));
+  EXPECT_TRUE(pending.empty());
+  EXPECT_TRUE(pending.take({}, true).empty());
+}
+
 TEST(CudaCaptureState, EventsRecordedIntoTheGraphAreNotWaitedFor) {
   CaptureState state;
   const void *before = ptr(0x10), *inside = ptr(0x20), *user = ptr(0x30);

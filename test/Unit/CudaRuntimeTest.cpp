@@ -1111,22 +1111,34 @@ void *fillByFunction(int64_t *slot, int64_t key, float value,
 
 TEST(CudaDeviceGraph, FreeInsideACaptureWaitsForItsEnd) {
   REQUIRE_DEVICE();
-  // Keyed: memory allocated before the capture is freed inside it. Freed
-  // there, it would invalidate the capture; it is freed at _end.
-  void *before = mgpuMemAlloc(1024, nullptr, false);
+  // Keyed: memory allocated before the capture is read, then freed, inside
+  // it. Freed there, it would invalidate the capture; freed at _end, every
+  // launch would read memory the pool hands out again. The graph keeps it
+  // until it is dropped.
+  void *before = mgpuMemAlloc(256 * 4, nullptr, false);
   ASSERT_NE(before, nullptr) << lastMessage();
+  mgpuMemset32(before, floatBits(5.0f), 256, nullptr);
   linfuse_clear_error();
   ASSERT_EQ(linfuse_cuda_graph_begin("free-inside"), LINFUSE_OK)
       << lastMessage();
   void *inside = mgpuMemAlloc(256 * 4, nullptr, false);
-  mgpuMemset32(inside, floatBits(4.0f), 256, nullptr);
+  mgpuMemcpy(inside, before, 256 * 4, nullptr);
   mgpuMemFree(before, nullptr);
   ASSERT_EQ(linfuse_cuda_graph_end(), LINFUSE_OK) << lastMessage();
-  ASSERT_EQ(linfuse_cuda_graph_launch("free-inside"), LINFUSE_OK)
-      << lastMessage();
-  for (float v : readFloats(inside, 256))
-    ASSERT_EQ(v, 4.0f);
+  // The pool would hand `before` out again had it been freed.
+  void *later = mgpuMemAlloc(256 * 4, nullptr, false);
+  ASSERT_NE(later, nullptr) << lastMessage();
+  EXPECT_NE(later, before) << "freed while its graph may still read it";
+  mgpuMemset32(later, floatBits(9.0f), 256, nullptr);
+  for (int launch = 0; launch < 2; ++launch) {
+    ASSERT_EQ(linfuse_cuda_graph_launch("free-inside"), LINFUSE_OK)
+        << lastMessage();
+    for (float v : readFloats(inside, 256))
+      ASSERT_EQ(v, 5.0f);
+  }
   mgpuMemFree(inside, nullptr);
+  mgpuMemFree(later, nullptr);
+  // Dropping the graph frees what it kept.
   EXPECT_EQ(linfuse_cuda_graph_destroy("free-inside"), LINFUSE_OK);
   EXPECT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
 

@@ -327,21 +327,24 @@ LINFUSE_RUNTIME_EXPORT int64_t linfuse_cuda_heuristic_queries(void);
  * allocation has the same address at every launch, and a launch frees what
  * the previous one left allocated) and mgpuMemFree of such an allocation
  * its free node; mgpuMemFree of any other memory (allocated before the
- * capture, by another graph, host-shared) is deferred to _end, which frees
- * it on the runtime's stream: the graph must not use it. No host reads of
- * results (nothing has run); on the capturing thread
- * linfuse_cuda_synchronize, mgpuStreamSynchronize of the runtime's stream
- * and mgpuEventSynchronize of an event recorded in the capture return at
- * once, while a stream of the caller's and an event recorded before the
- * capture are waited for. Waiting (mgpuStreamWaitEvent) in the capture for
- * an event recorded outside it invalidates the capture (CUDA allows no
- * dependency across the capture's boundary). Host<->device copies need pinned
- * host memory (mgpuMemHostRegister). The GEMM workspace is allocated by _begin.
- * A call that cannot be captured invalidates the capture, and a call that
- * fails while recorded (a GEMM's arguments) would be missing from the graph:
- * either way _end fails and stores nothing, and the capture is over. One
- * capture at a time: _begin waits while another thread captures or runs a
- * function graph, and _end must come from the thread that began (capture mode
+ * capture, by another graph, host-shared) is deferred: the graph may read
+ * that memory at every launch, so it stays allocated while the graph is
+ * stored and is freed, on the runtime's stream, when the graph is dropped
+ * (replaced under its key, after the old graph's launches, or destroyed),
+ * or at _end if _end stores nothing. No host reads of results (nothing
+ * has run); on the capturing thread linfuse_cuda_synchronize,
+ * mgpuStreamSynchronize of the runtime's stream and mgpuEventSynchronize of
+ * an event recorded in the capture return at once, while a stream of the
+ * caller's and an event recorded before the capture are waited for. Waiting
+ * (mgpuStreamWaitEvent) in the capture for an event recorded outside it
+ * invalidates the capture (CUDA allows no dependency across the capture's
+ * boundary). Host<->device copies need pinned host memory
+ * (mgpuMemHostRegister). The GEMM workspace is allocated by _begin. A call that
+ * cannot be captured invalidates the capture, and a call that fails while
+ * recorded (a GEMM's arguments) would be missing from the graph: either way
+ * _end fails and stores nothing, and the capture is over. One capture at a
+ * time: _begin waits while another thread captures or runs a function graph,
+ * and _end must come from the thread that began (capture mode
  * CU_STREAM_CAPTURE_MODE_THREAD_LOCAL). The capture records a stream of its own
  * that stands in for the runtime's stream on the capturing thread only: other
  * threads' calls (GEMMs, launches, copies, frees, synchronizations, graph
@@ -358,7 +361,8 @@ LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_graph_launch(const char *key);
 /* 1 if a graph is stored under `key`, else 0 (records nothing). */
 LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_graph_exists(const char *key);
 /* Frees the graph stored under `key`, or all graphs when `key` is NULL,
- * after the runtime's stream has finished. */
+ * after the runtime's stream has finished, and the memory freed inside
+ * their captures that they kept. */
 LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_graph_destroy(const char *key);
 
 /* Function graphs: what `--linfuse-cuda-graph` (linfuse-compile and
