@@ -252,7 +252,10 @@ LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_device(void);
  * a CUstream of the same device (a framework's current stream), without
  * blocking the host: work the runtime enqueues next reads what that work
  * wrote. A null `stream`, or any handle of the runtime's own (also one
- * from before this thread's capture, or a capture's stream), is a no-op. */
+ * from before this thread's capture, or a capture's stream), is a no-op.
+ * On a thread that captures a graph, waiting for another stream
+ * invalidates the capture (CUDA allows no dependency across its
+ * boundary). */
 LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_wait_for_stream(void *stream);
 
 /* Frees device memory from mgpuMemAlloc once the work enqueued so far on
