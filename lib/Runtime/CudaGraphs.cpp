@@ -615,8 +615,7 @@ int32_t endReplay(const char *fn, bool failed, std::vector<void *> &deferred) {
 /// Ends this thread's function capture: instantiates, launches and keeps
 /// the graph, or, if the capture or the body failed in a way that would
 /// happen again (failsAgain), remembers the key so that its later calls
-/// run without a graph. `deferred` gets the frees to
-/// run after the launch.
+/// run without a graph. `deferred` gets the frees to run after the launch.
 int32_t endFunctionCapture(const char *fn, uintptr_t slot, bool failed,
                            std::vector<void *> &deferred) {
   auto g = std::make_shared<FunctionGraph>();
