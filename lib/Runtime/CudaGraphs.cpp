@@ -26,7 +26,9 @@
 // stream meanwhile and are never recorded into it. What the capturing or
 // replaying thread has allocated and which of its frees must wait is kept
 // in its CaptureState (CudaCapture.h); a capture is ended whatever else
-// fails, so that its stream never stays in capture mode.
+// fails, so that its stream never stays in capture mode. Memory from
+// outside a keyed capture that the capture freed is kept with its graph
+// (Graph::frees) until the graph is dropped.
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,6 +55,10 @@ struct Graph {
   CUgraph graph = nullptr;
   CUgraphExec exec = nullptr;
   int64_t gemmCalls = 0, kernelLaunches = 0;
+  /// A keyed graph's: memory from outside its capture that the capture
+  /// freed. Every launch may read it, so it is freed when the graph is
+  /// dropped (replaced or destroyed), not at the end of the capture.
+  std::vector<void *> frees;
 };
 
 std::mutex graphMutex;
@@ -71,19 +77,31 @@ CUstream captureStream = nullptr;
 /// that wait for its end. Capturing or replaying is this and nothing else.
 thread_local CaptureState captureState;
 
+/// failureCount() when this thread's keyed capture began: a call that
+/// failed while it was recorded is missing from the graph.
+thread_local uint64_t keyedFailuresAtBegin = 0;
+
 void addToStats(int64_t gemmCalls, int64_t kernelLaunches) {
   for (int64_t i = 0; i < gemmCalls; ++i)
     countGemmCall();
   countKernelLaunches(kernelLaunches);
 }
 
-/// Destroys `g`'s handles (call with a context current).
+/// Destroys `g`'s handles (call with a context current), dropping its
+/// frees: see retire.
 void destroy(Graph &g) {
   if (g.exec)
     driver().cuGraphExecDestroy(g.exec);
   if (g.graph)
     driver().cuGraphDestroy(g.graph);
   g = Graph();
+}
+
+/// Destroys `g` (destroy), adding the memory it kept to `frees`, to be
+/// freed (freeDeferred) on the runtime's stream, after its launches.
+void retire(Graph &g, std::vector<void *> &frees) {
+  frees.insert(frees.end(), g.frees.begin(), g.frees.end());
+  destroy(g);
 }
 
 bool validKey(const char *fn, const char *key) {
@@ -115,9 +133,15 @@ int32_t readyCaptureStream(const char *fn) {
   }
   if (captureStream)
     return LINFUSE_OK;
-  // Non-blocking, like the runtime's stream.
-  return check(driver().cuStreamCreate(&captureStream, CU_STREAM_NON_BLOCKING),
-               fn, "cuStreamCreate");
+  // Non-blocking, like the runtime's stream. Never destroyed: a handle to
+  // it that lowered code got during a capture (mgpuStreamCreate) stands for
+  // the runtime's stream afterwards.
+  if (int32_t s =
+          check(driver().cuStreamCreate(&captureStream, CU_STREAM_NON_BLOCKING),
+                fn, "cuStreamCreate"))
+    return s;
+  registerCaptureStream(captureStream);
+  return LINFUSE_OK;
 }
 
 /// Starts this thread's capture (captureMutex held, context current). The
@@ -162,8 +186,9 @@ CUresult stopCapture(CUgraph &recording, CaptureState::Ended &ended) {
 
 /// Ends this thread's capture (stopCapture) and instantiates it into `out`
 /// (with its counts). Relaunching frees what the previous launch left
-/// allocated.
-int32_t endCapture(const char *fn, Graph &out, CaptureState::Ended &ended) {
+/// allocated. `failure` says where it failed, if it did.
+int32_t endCapture(const char *fn, Graph &out, CaptureState::Ended &ended,
+                   CaptureFailure &failure) {
   ScopedContext context(fn);
   Graph g;
   {
@@ -172,26 +197,49 @@ int32_t endCapture(const char *fn, Graph &out, CaptureState::Ended &ended) {
     captured = Graph();
   }
   CUresult result = stopCapture(g.graph, ended);
+  failure = CaptureFailure::Transient;
   int32_t s = context.status();
-  if (s == LINFUSE_OK)
+  if (s == LINFUSE_OK) {
+    failure = CaptureFailure::Capture;
     s = check(result, fn, "cuStreamEndCapture");
-  if (s == LINFUSE_OK)
-    s = check(
-        driver().cuGraphInstantiateWithFlags(
-            &g.exec, g.graph, CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH),
-        fn, "cuGraphInstantiateWithFlags");
+  }
+  if (s == LINFUSE_OK) {
+    CUresult instantiated = driver().cuGraphInstantiateWithFlags(
+        &g.exec, g.graph, CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH);
+    failure = instantiated == CUDA_ERROR_OUT_OF_MEMORY
+                  ? CaptureFailure::Transient
+                  : CaptureFailure::Instantiate;
+    s = check(instantiated, fn, "cuGraphInstantiateWithFlags");
+  }
   if (s != LINFUSE_OK) {
     destroy(g);
     return s;
   }
+  failure = CaptureFailure::None;
   out = g;
   return LINFUSE_OK;
 }
 
+std::mutex pendingMutex;
+PendingFrees pendingFrees; // guarded by pendingMutex
+
 /// Runs the frees that waited for the end of a capture or replay (after
-/// its graph's launch, if any), now that this thread makes plain calls.
-void freeDeferred(const std::vector<void *> &deferred) {
-  for (void *ptr : deferred)
+/// its graph's launch, if any) or for their graph to be dropped, now that
+/// this thread makes plain calls, on the runtime's stream. Without a
+/// context they would fail and be lost: they are kept for the next call
+/// here that has one (PendingFrees).
+void freeDeferred(const char *fn, std::vector<void *> frees) {
+  {
+    std::lock_guard<std::mutex> lock(pendingMutex);
+    if (frees.empty() && pendingFrees.empty())
+      return;
+  }
+  ScopedContext context(fn);
+  {
+    std::lock_guard<std::mutex> lock(pendingMutex);
+    frees = pendingFrees.take(std::move(frees), context.status() == LINFUSE_OK);
+  }
+  for (void *ptr : frees)
     mgpuMemFree(ptr, nullptr);
 }
 
@@ -335,6 +383,14 @@ void *cuda::replayAllocation(uint64_t bytes, const char *fn) {
   return ptr;
 }
 
+void cuda::noteEventRecord(CUevent event, bool intoGraph) {
+  captureState.noteEventRecord(event, intoGraph);
+}
+
+bool cuda::isGraphEvent(CUevent event) {
+  return captureState.isGraphEvent(event);
+}
+
 void cuda::noteCapturedAllocation(void *ptr, uint64_t bytes) {
   captureState.noteAllocation(ptr, bytes);
 }
@@ -375,6 +431,7 @@ int32_t linfuse_cuda_graph_begin(const char *key) {
     int32_t s = beginCapture(fn, key);
     if (s != LINFUSE_OK)
       captureMutex.unlock();
+    keyedFailuresAtBegin = failureCount();
     return s;
   });
 }
@@ -386,19 +443,40 @@ int32_t linfuse_cuda_graph_end(void) {
                 "%s: no capture in progress on this thread (call "
                 "linfuse_cuda_graph_begin)",
                 fn);
+  bool failed = failureCount() != keyedFailuresAtBegin;
   Graph g;
   CaptureState::Ended ended;
-  int32_t status = endCapture(fn, g, ended);
+  CaptureFailure failure;
+  int32_t status = endCapture(fn, g, ended, failure);
+  if (status == LINFUSE_OK && failed) {
+    // A call failed while it was recorded (a GEMM's arguments, say): the
+    // graph lacks that work, so it is not kept. The call's error stays the
+    // one reported, if it is still pending.
+    ScopedContext context(fn);
+    destroy(g);
+    std::lock_guard<std::mutex> lock(graphMutex);
+    status = fail(LINFUSE_ERROR_BACKEND,
+                  "%s: a call failed while '%s' was captured; the graph "
+                  "would lack it and is not kept",
+                  fn, captureKey.c_str());
+  }
+  // Memory from outside the capture that the capture freed: the graph may
+  // read it at every launch, so the graph keeps it until it is dropped. A
+  // graph that is not kept never runs: its frees run now.
+  std::vector<void *> frees;
   if (status == LINFUSE_OK) {
     ScopedContext context(fn); // For the graph it replaces.
     std::lock_guard<std::mutex> lock(graphMutex);
     Graph &slot = graphs[captureKey];
-    destroy(slot);
+    // The replaced graph's memory is freed after its launches (all on the
+    // runtime's stream).
+    retire(slot, frees);
     slot = g;
+    slot.frees = std::move(ended.deferredFrees);
+  } else {
+    frees = std::move(ended.deferredFrees);
   }
-  // Frees of memory from outside the capture take effect now, on the
-  // runtime's stream: the graph must not use that memory.
-  freeDeferred(ended.deferredFrees);
+  freeDeferred(fn, std::move(frees));
   captureMutex.unlock();
   return status;
 }
@@ -435,27 +513,33 @@ int32_t linfuse_cuda_graph_destroy(const char *key) {
   // another thread's capture ends first.
   if (const char *why = busy())
     return fail(LINFUSE_ERROR_INVALID_ARGUMENT, "%s: %s", fn, why);
-  std::lock_guard<std::mutex> captures(captureMutex);
-  std::lock_guard<std::mutex> lock(graphMutex);
-  if (graphs.empty() && (key || functionGraphs.empty()))
-    return LINFUSE_OK; // Also without a device: nothing was captured.
-  return inContext(fn, nullptr, [&](CUstream stream) {
-    // A replay still in flight keeps using the graph: wait for it.
-    if (int32_t s = check(driver().cuStreamSynchronize(stream), fn,
-                          "cuStreamSynchronize"))
-      return s;
-    for (auto it = graphs.begin(); it != graphs.end();) {
-      if (key && it->first != key) {
-        ++it;
-        continue;
+  std::vector<void *> frees; // What the dropped keyed graphs kept.
+  int32_t status;
+  {
+    std::lock_guard<std::mutex> captures(captureMutex);
+    std::lock_guard<std::mutex> lock(graphMutex);
+    if (graphs.empty() && (key || functionGraphs.empty()))
+      return LINFUSE_OK; // Also without a device: nothing was captured.
+    status = inContext(fn, nullptr, [&](CUstream stream) {
+      // A replay still in flight keeps using the graph: wait for it.
+      if (int32_t s = check(driver().cuStreamSynchronize(stream), fn,
+                            "cuStreamSynchronize"))
+        return s;
+      for (auto it = graphs.begin(); it != graphs.end();) {
+        if (key && it->first != key) {
+          ++it;
+          continue;
+        }
+        retire(it->second, frees);
+        it = graphs.erase(it);
       }
-      destroy(it->second);
-      it = graphs.erase(it);
-    }
-    if (!key)
-      functionGraphs.clear();
-    return int32_t(LINFUSE_OK);
-  });
+      if (!key)
+        functionGraphs.clear();
+      return int32_t(LINFUSE_OK);
+    });
+  }
+  freeDeferred(fn, std::move(frees));
+  return status;
 }
 
 //===----------------------------------------------------------------------===//
@@ -529,22 +613,28 @@ int32_t endReplay(const char *fn, bool failed, std::vector<void *> &deferred) {
 }
 
 /// Ends this thread's function capture: instantiates, launches and keeps
-/// the graph, or, if the capture or the body failed, remembers the key so
-/// that its later calls run without a graph. `deferred` gets the frees to
-/// run after the launch.
+/// the graph, or, if the capture or the body failed in a way that would
+/// happen again (failsAgain), remembers the key so that its later calls
+/// run without a graph. `deferred` gets the frees to run after the launch.
 int32_t endFunctionCapture(const char *fn, uintptr_t slot, bool failed,
                            std::vector<void *> &deferred) {
   auto g = std::make_shared<FunctionGraph>();
   CaptureState::Ended ended;
-  int32_t s = endCapture(fn, g->graph, ended);
+  CaptureFailure failure;
+  int32_t s = endCapture(fn, g->graph, ended, failure);
   deferred = std::move(ended.deferredFrees);
   // Something in the body failed while it was recorded (a GEMM's
   // arguments, say): the graph lacks that work, so it is not kept.
-  if (s == LINFUSE_OK && failed)
-    s = LINFUSE_ERROR_BACKEND;
+  if (failed) {
+    s = LINFUSE_ERROR_BACKEND; // The graph goes with g.
+    failure = CaptureFailure::Body;
+  }
   if (s != LINFUSE_OK) {
-    std::lock_guard<std::mutex> lock(graphMutex);
-    graphsOf(slot, call.generation).failed.add(std::move(call.key));
+    // Only a failure that would happen again stops the key capturing.
+    if (failsAgain(failure)) {
+      std::lock_guard<std::mutex> lock(graphMutex);
+      graphsOf(slot, call.generation).failed.add(std::move(call.key));
+    }
     return s;
   }
   g->key = std::move(call.key);
@@ -584,7 +674,7 @@ int32_t linfuse_cuda_function_end(uintptr_t slot) {
                        ? endReplay(fn, failed, deferred)
                        : endFunctionCapture(fn, slot, failed, deferred);
   // After the launch, on the runtime's stream.
-  freeDeferred(deferred);
+  freeDeferred(fn, std::move(deferred));
   // The compiled function returns to its caller with its work done, as
   // without a graph.
   if (status == LINFUSE_OK)
@@ -609,6 +699,6 @@ void linfuse_cuda_function_abandon(void) {
   } else if (call.mode == FunctionCall::Mode::Replay) {
     ended = captureState.end();
   }
-  freeDeferred(ended.deferredFrees);
+  freeDeferred("linfuse_cuda_function_abandon", std::move(ended.deferredFrees));
   finishCall();
 }

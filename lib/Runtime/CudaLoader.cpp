@@ -15,6 +15,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <mutex>
+#include <set>
 
 using namespace linfuse::runtime;
 using namespace linfuse::runtime::cuda;
@@ -182,6 +183,10 @@ const CublasLtState &cublasLtState() {
 
 std::mutex streamMutex;
 CUstream runtimeStream = nullptr; // guarded by streamMutex
+/// Every stream captures have recorded (guarded by streamMutex): they
+/// stand for the runtime's stream wherever they are passed, and are never
+/// destroyed.
+std::set<CUstream> captureStreams;
 /// This thread's capture stream while it captures a graph.
 thread_local CUstream captureStream = nullptr;
 
@@ -298,30 +303,35 @@ ScopedContext::~ScopedContext() {
 }
 
 CUstream cuda::streamOr(CUstream requested, const char *fn) {
-  if (requested)
-    return requested;
-  if (captureStream)
-    return captureStream;
   std::lock_guard<std::mutex> lock(streamMutex);
-  if (!runtimeStream) {
-    CUstream stream = nullptr;
-    // Non-blocking: CUDA's legacy default stream must not serialize with
-    // it (cuBLASLt and other libraries may use that one).
-    if (check(driverTable.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), fn,
-              "cuStreamCreate"))
-      return nullptr;
-    runtimeStream = stream;
-  }
+  bool isCaptureStream = requested && captureStreams.count(requested);
+  if (CUstream stream = resolveStream(requested, runtimeStream, captureStream,
+                                      isCaptureStream))
+    return stream;
+  // Non-blocking: CUDA's legacy default stream must not serialize with
+  // it (cuBLASLt and other libraries may use that one).
+  CUstream stream = nullptr;
+  if (check(driverTable.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), fn,
+            "cuStreamCreate"))
+    return nullptr;
+  runtimeStream = stream;
   return runtimeStream;
 }
 
 void cuda::setCaptureStream(CUstream stream) { captureStream = stream; }
 
-bool cuda::isRuntimeStream(CUstream stream) {
-  if (stream && stream == captureStream)
-    return true;
+bool cuda::capturesInto(CUstream stream) {
+  return stream && stream == captureStream;
+}
+
+void cuda::registerCaptureStream(CUstream stream) {
   std::lock_guard<std::mutex> lock(streamMutex);
-  return stream && stream == runtimeStream;
+  captureStreams.insert(stream);
+}
+
+bool cuda::isRuntimeStream(CUstream stream) {
+  std::lock_guard<std::mutex> lock(streamMutex);
+  return stream && (stream == runtimeStream || captureStreams.count(stream));
 }
 
 int cuda::deviceOrdinal() { return deviceState().ordinal; }

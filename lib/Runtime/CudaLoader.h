@@ -163,11 +163,13 @@ private:
   bool pushed_ = false;
 };
 
-/// The runtime's stream (non-blocking, created on first use); `requested`
-/// instead if it is not null. On a thread that captures a graph, the stream
-/// its capture records stands in for the runtime's stream (see
-/// setCaptureStream). Call with a ScopedContext active. Null, with the
-/// error recorded, if the stream cannot be created.
+/// The stream a call that names `requested` runs on (resolveStream,
+/// CudaCapture.h): null, the runtime's stream and any capture stream mean
+/// the runtime's stream (non-blocking, created on first use), which on a
+/// thread that captures a graph is the stream its capture records (see
+/// setCaptureStream); any other stream is `requested` itself. Call with a
+/// ScopedContext active. Null, with the error recorded, if the stream
+/// cannot be created.
 CUstream streamOr(CUstream requested, const char *fn);
 
 /// Makes `stream` this thread's runtime stream while it captures a graph
@@ -176,12 +178,22 @@ CUstream streamOr(CUstream requested, const char *fn);
 /// run at once and are never recorded into a capture.
 void setCaptureStream(CUstream stream);
 
-/// Whether `stream` is the runtime's stream, or this thread's capture
-/// stream (neither is ever destroyed by mgpuStreamDestroy).
+/// Whether `stream` (as streamOr resolved it) is the stream this thread's
+/// capture records: work on it does not run before the graph's launch, so
+/// waiting for it must not happen (and would invalidate the capture).
+bool capturesInto(CUstream stream);
+
+/// Notes a stream created for captures (CudaGraphs.cpp): from then on it
+/// stands for the runtime's stream wherever it is passed (streamOr), on any
+/// thread and after its capture, and mgpuStreamDestroy leaves it alive.
+void registerCaptureStream(CUstream stream);
+
+/// Whether `stream` is the runtime's stream or a capture stream (neither
+/// is ever destroyed by mgpuStreamDestroy).
 bool isRuntimeStream(CUstream stream);
 
 /// Runs `body(stream)`, which returns a status, with the context current;
-/// `stream` is `requested`, or the runtime's stream if that is null.
+/// `stream` is streamOr(requested).
 template <typename Body>
 int32_t inContext(const char *fn, CUstream requested, Body body) {
   ScopedContext context(fn);
@@ -236,6 +248,15 @@ bool replaying();
 /// must have had `bytes` bytes (else the replay has diverged from the
 /// capture: an error is recorded and null returned).
 void *replayAllocation(uint64_t bytes, const char *fn);
+
+/// While this thread captures or replays: notes that `event` was recorded
+/// into the graph (on the capture stream, or during a replay, which records
+/// nothing) or on a stream that runs now (CaptureState::noteEventRecord).
+void noteEventRecord(CUevent event, bool intoGraph);
+
+/// Whether `event` was last recorded into this thread's capture or replay
+/// (then waiting for it must not happen); false outside them.
+bool isGraphEvent(CUevent event);
 
 /// While this thread captures: notes an allocation the graph makes (in
 /// order), for freeAction and for replays of a function graph.

@@ -21,12 +21,15 @@
 //   allocation, like a caching allocator. Inside a graph capture the same
 //   calls become the graph's allocation and free nodes.
 // - A graph capture records a stream of its own, which stands in for the
-//   runtime's stream on the capturing thread only: other threads' calls run
-//   on the runtime's stream at once and are never recorded. On the
-//   capturing thread mgpuStreamSynchronize and mgpuEventSynchronize return
-//   at once (nothing runs before the graph is launched, and a
-//   synchronization would invalidate the capture), and a free of memory the
-//   capture did not allocate waits for the capture's end (CudaCapture.h).
+//   runtime's stream, by any handle, on the capturing thread only: other
+//   threads' calls run on the runtime's stream at once and are never
+//   recorded, and the capture stream is the runtime's stream wherever it is
+//   passed once the capture is over (streamOr). On the capturing thread
+//   mgpuStreamSynchronize of the capture stream and mgpuEventSynchronize of
+//   an event recorded into it return at once (nothing runs before the graph
+//   is launched, and a synchronization would invalidate the capture), and a
+//   free of memory the capture did not allocate waits for the capture's end
+//   (CudaCapture.h).
 // - While a function graph is replayed (CudaGraphs.cpp), launches, copies,
 //   memsets, event and stream waits enqueue nothing, mgpuMemAlloc returns
 //   the captured allocations, frees of those do nothing (the graph frees
@@ -38,6 +41,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CudaLaunchLimits.h"
 #include "CudaLoader.h"
 
 #include <climits>
@@ -66,6 +70,26 @@ bool launchDims(const char *fn, const char *what, const intptr_t (&in)[3],
     }
     out[d] = unsigned(in[d]);
   }
+  return true;
+}
+
+std::mutex sharedMemoryMutex;
+DynamicSharedMemoryLimits sharedMemoryLimits; // guarded by sharedMemoryMutex
+
+/// Raises the dynamic shared memory limit of `function` to `smem` unless
+/// it is that high already (never lowers it: another thread's launch may
+/// need more). Call with a context current. False, with the error
+/// recorded, if the driver refuses.
+bool allowSharedMemory(const char *fn, CUfunction function, int32_t smem) {
+  std::lock_guard<std::mutex> lock(sharedMemoryMutex);
+  if (!sharedMemoryLimits.needsRaise(function, smem))
+    return true;
+  if (check(
+          driver().cuFuncSetAttribute(
+              function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
+          fn, "cuFuncSetAttribute"))
+    return false;
+  sharedMemoryLimits.raised(function, smem);
   return true;
 }
 
@@ -98,15 +122,12 @@ void launch(const char *fn, CUfunction function,
   // A kernel's static plus dynamic shared memory beyond the default 48 KiB
   // needs an opt-in for the dynamic part (cuda.h, cuLaunchKernel), and the
   // static part is not known here: opt in whenever there is a dynamic part,
-  // as upstream's wrappers do. The driver rejects what the device cannot
-  // give (CUDA_ERROR_INVALID_VALUE). Likewise clusters of more than the
-  // portable 8 blocks (H100/H200 allow 16).
+  // as upstream's wrappers do, but only ever raising the limit
+  // (CudaLaunchLimits.h). The driver rejects what the device cannot give
+  // (CUDA_ERROR_INVALID_VALUE). Likewise clusters of more than the portable
+  // 8 blocks (H100/H200 allow 16).
   constexpr unsigned kPortableClusterSize = 8;
-  if (smem > 0 &&
-      check(
-          driver().cuFuncSetAttribute(
-              function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
-          fn, "cuFuncSetAttribute"))
+  if (smem > 0 && !allowSharedMemory(fn, function, smem))
     return;
   if (cluster[0] * cluster[1] * cluster[2] > kPortableClusterSize &&
       check(
@@ -258,10 +279,13 @@ int32_t linfuse_cuda_device(void) {
 
 int32_t linfuse_cuda_wait_for_stream(void *stream) {
   constexpr const char *fn = "linfuse_cuda_wait_for_stream";
-  auto other = static_cast<CUstream>(stream);
-  if (!other)
+  if (!stream)
     return LINFUSE_OK;
   return inContext(fn, nullptr, [&](CUstream runtime) -> int32_t {
+    // The runtime's stream by any handle (one from before a capture, a
+    // capture stream): a no-op, also on a capturing thread, where an event
+    // recorded outside the capture would invalidate it.
+    CUstream other = streamOr(static_cast<CUstream>(stream), fn);
     if (other == runtime)
       return LINFUSE_OK;
     // One event per thread, reused: cuStreamWaitEvent waits for the work
@@ -373,9 +397,14 @@ extern "C" LINFUSE_RUNTIME_EXPORT CUmodule mgpuModuleLoadJIT(void *data,
 }
 
 extern "C" LINFUSE_RUNTIME_EXPORT void mgpuModuleUnload(CUmodule module) {
-  if (module) // Else its load failed, and said so.
-    run("mgpuModuleUnload", "cuModuleUnload",
-        [&] { return driver().cuModuleUnload(module); });
+  if (!module) // Its load failed, and said so.
+    return;
+  {
+    std::lock_guard<std::mutex> lock(sharedMemoryMutex);
+    sharedMemoryLimits.forgetModule(module);
+  }
+  run("mgpuModuleUnload", "cuModuleUnload",
+      [&] { return driver().cuModuleUnload(module); });
 }
 
 extern "C" LINFUSE_RUNTIME_EXPORT CUfunction
@@ -388,12 +417,13 @@ mgpuModuleGetFunction(CUmodule module, const char *name) {
     return nullptr;
   }
   CUfunction function = nullptr;
-  return run(fn, "cuModuleGetFunction",
-             [&] {
-               return driver().cuModuleGetFunction(&function, module, name);
-             })
-             ? function
-             : nullptr;
+  if (!run(fn, "cuModuleGetFunction", [&] {
+        return driver().cuModuleGetFunction(&function, module, name);
+      }))
+    return nullptr;
+  std::lock_guard<std::mutex> lock(sharedMemoryMutex);
+  sharedMemoryLimits.noteFunction(function, module);
+  return function;
 }
 
 extern "C" LINFUSE_RUNTIME_EXPORT void
@@ -433,13 +463,13 @@ extern "C" LINFUSE_RUNTIME_EXPORT void mgpuStreamDestroy(CUstream stream) {
 }
 
 extern "C" LINFUSE_RUNTIME_EXPORT void mgpuStreamSynchronize(CUstream stream) {
-  // This thread's capture: nothing runs before the graph's launch, and a
-  // wait would invalidate the capture. Another thread's capture records
-  // its own stream, so this thread's work is waited for as usual.
-  if (capturing())
-    return;
-  runOn("mgpuStreamSynchronize", stream, "cuStreamSynchronize",
-        [](CUstream s) { return driver().cuStreamSynchronize(s); });
+  // This thread's capture stream: nothing runs before the graph's launch,
+  // and a wait would invalidate the capture. Any other stream (a stream of
+  // the caller's, or the runtime's while another thread captures) is
+  // waited for as usual.
+  runOn("mgpuStreamSynchronize", stream, "cuStreamSynchronize", [](CUstream s) {
+    return capturesInto(s) ? CUDA_SUCCESS : driver().cuStreamSynchronize(s);
+  });
 }
 
 extern "C" LINFUSE_RUNTIME_EXPORT void mgpuStreamWaitEvent(CUstream stream,
@@ -466,16 +496,26 @@ extern "C" LINFUSE_RUNTIME_EXPORT void mgpuEventDestroy(CUevent event) {
 }
 
 extern "C" LINFUSE_RUNTIME_EXPORT void mgpuEventSynchronize(CUevent event) {
-  // Captured: the event belongs to the graph; replayed: it was not recorded.
-  if (!capturing() && !replaying())
+  // Last recorded into this thread's capture (it stands for work that has
+  // not run) or replay (it was not recorded): nothing to wait for. An event
+  // recorded before, or on a stream that runs now, is waited for.
+  if (!isGraphEvent(event))
     run("mgpuEventSynchronize", "cuEventSynchronize",
         [&] { return driver().cuEventSynchronize(event); });
 }
 
 extern "C" LINFUSE_RUNTIME_EXPORT void mgpuEventRecord(CUevent event,
                                                        CUstream stream) {
-  runOn("mgpuEventRecord", stream, "cuEventRecord",
-        [&](CUstream s) { return driver().cuEventRecord(event, s); });
+  if (replaying()) {
+    noteEventRecord(event, /*intoGraph=*/true);
+    return;
+  }
+  runOn("mgpuEventRecord", stream, "cuEventRecord", [&](CUstream s) {
+    CUresult result = driver().cuEventRecord(event, s);
+    if (result == CUDA_SUCCESS)
+      noteEventRecord(event, capturesInto(s));
+    return result;
+  });
 }
 
 //===----------------------------------------------------------------------===//

@@ -10,6 +10,7 @@
 
 #include "CudaCapture.h"
 #include "CudaGemmPlan.h"
+#include "CudaLaunchLimits.h"
 
 #include <gtest/gtest.h>
 
@@ -136,6 +137,129 @@ TEST(CudaCaptureState, AllocationsAreNotedOnlyWhileCapturing) {
   state.beginCapture();
   EXPECT_EQ(state.onFree(ptr(0x2000)), FreeAction::Defer);
   EXPECT_TRUE(state.end().allocations.empty());
+}
+
+TEST(CudaPendingFrees, FreesWithoutAContextAreKeptForTheNextChance) {
+  PendingFrees pending;
+  EXPECT_TRUE(pending.empty());
+  EXPECT_EQ(pending.take({ptr(0x1000)}, true),
+            std::vector<void *>{ptr(0x1000)});
+  // No context at the end of a capture: freeing would fail, and the
+  // memory would be lost. Kept instead.
+  EXPECT_TRUE(pending.take({ptr(0x2000), ptr(0x3000)}, false).empty());
+  EXPECT_FALSE(pending.empty());
+  EXPECT_TRUE(pending.take({ptr(0x4000)}, false).empty());
+  // The next point with a context frees them first, then its own.
+  EXPECT_EQ(pending.take({ptr(0x5000)}, true),
+            (std::vector<void *>{ptr(0x2000), ptr(0x3000), ptr(0x4000),
+                                 ptr(0x5000)}));
+  EXPECT_TRUE(pending.empty());
+  EXPECT_TRUE(pending.take({}, true).empty());
+}
+
+TEST(CudaCaptureState, EventsRecordedIntoTheGraphAreNotWaitedFor) {
+  CaptureState state;
+  const void *before = ptr(0x10), *inside = ptr(0x20), *user = ptr(0x30);
+  // Outside a capture nothing is noted: every event is waited for.
+  state.noteEventRecord(before, /*intoGraph=*/true);
+  EXPECT_FALSE(state.isGraphEvent(before));
+  state.beginCapture();
+  // Recorded before the capture: it stands for work that ran, wait for it.
+  EXPECT_FALSE(state.isGraphEvent(before));
+  state.noteEventRecord(inside, /*intoGraph=*/true);
+  state.noteEventRecord(user, /*intoGraph=*/false); // A stream that runs.
+  EXPECT_TRUE(state.isGraphEvent(inside));
+  EXPECT_FALSE(state.isGraphEvent(user));
+  // Recorded again on a stream that runs: waited for again.
+  state.noteEventRecord(inside, /*intoGraph=*/false);
+  EXPECT_FALSE(state.isGraphEvent(inside));
+  state.noteEventRecord(inside, /*intoGraph=*/true);
+  state.end();
+  EXPECT_FALSE(state.isGraphEvent(inside)); // Over with the capture.
+  state.beginReplay({});
+  state.noteEventRecord(user, /*intoGraph=*/true);
+  EXPECT_TRUE(state.isGraphEvent(user));
+  state.end();
+  EXPECT_FALSE(state.isGraphEvent(user));
+}
+
+//===----------------------------------------------------------------------===//
+// Which stream a call runs on
+//===----------------------------------------------------------------------===//
+
+TEST(CudaStreams, TheRuntimesStreamByAnyHandleIsTheCaptureOnACapturingThread) {
+  const void *runtime = ptr(0x100), *capture = ptr(0x200), *user = ptr(0x300);
+  const void *oldCapture = ptr(0x400), *none = nullptr;
+  // Not capturing: null, the runtime's stream and any capture stream (a
+  // handle from mgpuStreamCreate inside an earlier capture) are the
+  // runtime's stream; a stream of the caller's is its own.
+  EXPECT_EQ(resolveStream(none, runtime, none, false), runtime);
+  EXPECT_EQ(resolveStream(runtime, runtime, none, false), runtime);
+  EXPECT_EQ(resolveStream(oldCapture, runtime, none, true), runtime);
+  EXPECT_EQ(resolveStream(user, runtime, none, false), user);
+  // Capturing: a handle to the runtime's stream from before the capture
+  // (linfuse_cuda_stream, mgpuStreamCreate) is recorded like null is.
+  EXPECT_EQ(resolveStream(none, runtime, capture, false), capture);
+  EXPECT_EQ(resolveStream(runtime, runtime, capture, false), capture);
+  EXPECT_EQ(resolveStream(capture, runtime, capture, true), capture);
+  EXPECT_EQ(resolveStream(oldCapture, runtime, capture, true), capture);
+  EXPECT_EQ(resolveStream(user, runtime, capture, false), user);
+  // The runtime's stream not created yet: null, for the caller to create.
+  EXPECT_EQ(resolveStream(none, none, none, false), none);
+  EXPECT_EQ(resolveStream(oldCapture, none, none, true), none);
+}
+
+//===----------------------------------------------------------------------===//
+// Dynamic shared memory limits
+//===----------------------------------------------------------------------===//
+
+TEST(CudaSharedMemory, TheLimitIsOnlyEverRaised) {
+  DynamicSharedMemoryLimits limits;
+  const void *kernel = ptr(0x10), *other = ptr(0x20), *module = ptr(0x1);
+  limits.noteFunction(kernel, module);
+  EXPECT_FALSE(limits.needsRaise(kernel, 0)); // No dynamic part.
+  EXPECT_TRUE(limits.needsRaise(kernel, 4));  // The first with any.
+  limits.raised(kernel, 64 << 10);
+  // Thread A set 64 KiB; thread B's launch with 4 bytes must not lower it
+  // under A's launch, nor need to set anything.
+  EXPECT_FALSE(limits.needsRaise(kernel, 4));
+  EXPECT_FALSE(limits.needsRaise(kernel, 64 << 10));
+  EXPECT_TRUE(limits.needsRaise(kernel, 100 << 10));
+  limits.raised(kernel, 100 << 10);
+  limits.raised(kernel, 80 << 10); // Never lowered.
+  EXPECT_FALSE(limits.needsRaise(kernel, 90 << 10));
+  // Each function has its own; one never looked up is set on first use.
+  EXPECT_TRUE(limits.needsRaise(other, 4));
+  // Unchanged if the setting failed (raised is not called).
+  EXPECT_TRUE(limits.needsRaise(kernel, 300 << 10));
+  EXPECT_TRUE(limits.needsRaise(kernel, 300 << 10));
+}
+
+TEST(CudaSharedMemory, AReusedFunctionAddressStartsFromTheDefault) {
+  DynamicSharedMemoryLimits limits;
+  const void *kernel = ptr(0x10), *module = ptr(0x1), *next = ptr(0x2);
+  limits.noteFunction(kernel, module);
+  limits.raised(kernel, 64 << 10);
+  limits.noteFunction(kernel, module); // Looked up again: still set.
+  EXPECT_FALSE(limits.needsRaise(kernel, 64 << 10));
+  limits.forgetModule(module); // Unloaded.
+  EXPECT_TRUE(limits.needsRaise(kernel, 64 << 10));
+  limits.noteFunction(kernel, module);
+  limits.raised(kernel, 64 << 10);
+  // Found under another module without an unload in between.
+  limits.noteFunction(kernel, next);
+  EXPECT_TRUE(limits.needsRaise(kernel, 64 << 10));
+}
+
+TEST(CudaFailedKeys, OnlyFailuresThatWouldRecurAreHeldAgainstAKey) {
+  // The body, or what it did (an invalidated capture, a graph the driver
+  // rejects), fails the same way with the same arguments.
+  EXPECT_TRUE(failsAgain(CaptureFailure::Body));
+  EXPECT_TRUE(failsAgain(CaptureFailure::Capture));
+  EXPECT_TRUE(failsAgain(CaptureFailure::Instantiate));
+  // Out of memory instantiating, no context: the next call tries again.
+  EXPECT_FALSE(failsAgain(CaptureFailure::Transient));
+  EXPECT_FALSE(failsAgain(CaptureFailure::None));
 }
 
 TEST(CudaFailedKeys, AFailedKeyRunsWithoutAGraphFromThenOn) {

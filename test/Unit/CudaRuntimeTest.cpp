@@ -30,6 +30,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -46,6 +47,10 @@ void mgpuMemset32(void *dst, unsigned int value, size_t count, void *stream);
 void *mgpuStreamCreate();
 void mgpuStreamDestroy(void *stream);
 void mgpuStreamSynchronize(void *stream);
+void *mgpuEventCreate();
+void mgpuEventDestroy(void *event);
+void mgpuEventRecord(void *event, void *stream);
+void mgpuEventSynchronize(void *event);
 void *mgpuModuleLoad(void *data, size_t gpuBlobSize);
 void *mgpuModuleLoadJIT(void *data, int optLevel);
 void mgpuModuleUnload(void *module);
@@ -963,6 +968,34 @@ TEST(CudaDeviceGraph, AFailedCaptureIsNotKept) {
   EXPECT_EQ(linfuse_cuda_graph_destroy(nullptr), LINFUSE_OK) << lastMessage();
 }
 
+TEST(CudaDeviceGraph, AKeyedCaptureWithAFailedCallIsNotKept) {
+  REQUIRE_DEVICE();
+  ASSERT_EQ(linfuse_cuda_graph_destroy("failed-call"), LINFUSE_OK);
+  void *buffer = mgpuMemAlloc(64 * 4, nullptr, false);
+  ASSERT_NE(buffer, nullptr) << lastMessage();
+  linfuse_clear_error();
+  ASSERT_EQ(linfuse_cuda_graph_begin("failed-call"), LINFUSE_OK)
+      << lastMessage();
+  mgpuMemset32(buffer, floatBits(2.0f), 64, nullptr);
+  // Fails while recorded (no kernel): the graph would lack the launch.
+  mgpuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr, 0);
+  EXPECT_NE(linfuse_cuda_graph_end(), LINFUSE_OK);
+  // The launch's error is the one reported; nothing is stored.
+  expectError(LINFUSE_ERROR_INVALID_ARGUMENT, "mgpuLaunchKernel");
+  EXPECT_EQ(linfuse_cuda_graph_exists("failed-call"), 0);
+  // Reported also when the caller cleared the launch's error.
+  ASSERT_EQ(linfuse_cuda_graph_begin("failed-call"), LINFUSE_OK)
+      << lastMessage();
+  mgpuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr, 0);
+  linfuse_clear_error();
+  EXPECT_EQ(linfuse_cuda_graph_end(), LINFUSE_ERROR_BACKEND);
+  expectError(LINFUSE_ERROR_BACKEND, "linfuse_cuda_graph_end: a call failed");
+  EXPECT_EQ(linfuse_cuda_graph_exists("failed-call"), 0);
+  linfuse_clear_error();
+  mgpuMemFree(buffer, nullptr);
+  EXPECT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
+}
+
 /// A step counter two threads hand work over with (each wait gives up
 /// after 60 s, so that a failure cannot hang the test).
 struct Handover {
@@ -979,6 +1012,21 @@ struct Handover {
     std::unique_lock<std::mutex> lock(mutex);
     return changed.wait_for(lock, std::chrono::seconds(60),
                             [&] { return step >= n; });
+  }
+};
+
+/// Joins a thread that waits on a Handover on every way out of a test (a
+/// failed ASSERT returns early): it first lets the thread past every step,
+/// so that the join cannot hang, and a joinable std::thread left behind
+/// would std::terminate the test binary.
+struct JoinOnExit {
+  Handover &handover;
+  std::thread &thread;
+  ~JoinOnExit() {
+    if (!thread.joinable())
+      return;
+    handover.reach(std::numeric_limits<int>::max());
+    thread.join();
   }
 };
 
@@ -1010,6 +1058,7 @@ TEST(CudaDeviceGraph, PlainCallsOnAnotherThreadDuringACapture) {
     EXPECT_EQ(linfuse_cuda_graph_end(), LINFUSE_OK) << lastMessage();
     EXPECT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
   });
+  JoinOnExit joinCapturer{handover, capturer};
   ASSERT_TRUE(handover.await(1));
   // Plainly, during the other thread's capture: it runs now, and the
   // synchronizations wait for it (checkGemm reads C back).
@@ -1062,22 +1111,34 @@ void *fillByFunction(int64_t *slot, int64_t key, float value,
 
 TEST(CudaDeviceGraph, FreeInsideACaptureWaitsForItsEnd) {
   REQUIRE_DEVICE();
-  // Keyed: memory allocated before the capture is freed inside it. Freed
-  // there, it would invalidate the capture; it is freed at _end.
-  void *before = mgpuMemAlloc(1024, nullptr, false);
+  // Keyed: memory allocated before the capture is read, then freed, inside
+  // it. Freed there, it would invalidate the capture; freed at _end, every
+  // launch would read memory the pool hands out again. The graph keeps it
+  // until it is dropped.
+  void *before = mgpuMemAlloc(256 * 4, nullptr, false);
   ASSERT_NE(before, nullptr) << lastMessage();
+  mgpuMemset32(before, floatBits(5.0f), 256, nullptr);
   linfuse_clear_error();
   ASSERT_EQ(linfuse_cuda_graph_begin("free-inside"), LINFUSE_OK)
       << lastMessage();
   void *inside = mgpuMemAlloc(256 * 4, nullptr, false);
-  mgpuMemset32(inside, floatBits(4.0f), 256, nullptr);
+  mgpuMemcpy(inside, before, 256 * 4, nullptr);
   mgpuMemFree(before, nullptr);
   ASSERT_EQ(linfuse_cuda_graph_end(), LINFUSE_OK) << lastMessage();
-  ASSERT_EQ(linfuse_cuda_graph_launch("free-inside"), LINFUSE_OK)
-      << lastMessage();
-  for (float v : readFloats(inside, 256))
-    ASSERT_EQ(v, 4.0f);
+  // The pool would hand `before` out again had it been freed.
+  void *later = mgpuMemAlloc(256 * 4, nullptr, false);
+  ASSERT_NE(later, nullptr) << lastMessage();
+  EXPECT_NE(later, before) << "freed while its graph may still read it";
+  mgpuMemset32(later, floatBits(9.0f), 256, nullptr);
+  for (int launch = 0; launch < 2; ++launch) {
+    ASSERT_EQ(linfuse_cuda_graph_launch("free-inside"), LINFUSE_OK)
+        << lastMessage();
+    for (float v : readFloats(inside, 256))
+      ASSERT_EQ(v, 5.0f);
+  }
   mgpuMemFree(inside, nullptr);
+  mgpuMemFree(later, nullptr);
+  // Dropping the graph frees what it kept.
   EXPECT_EQ(linfuse_cuda_graph_destroy("free-inside"), LINFUSE_OK);
   EXPECT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
 
@@ -1100,6 +1161,61 @@ TEST(CudaDeviceGraph, FreeInsideACaptureWaitsForItsEnd) {
     mgpuMemFree(out, nullptr);
   }
   EXPECT_EQ(linfuse_cuda_graph_destroy(nullptr), LINFUSE_OK) << lastMessage();
+}
+
+TEST(CudaDeviceGraph, EveryHandleOfTheRuntimesStreamIsRecordedInACapture) {
+  REQUIRE_DEVICE();
+  void *buffer = mgpuMemAlloc(64 * 4, nullptr, false);
+  ASSERT_NE(buffer, nullptr) << lastMessage();
+  mgpuMemset32(buffer, floatBits(1.0f), 64, nullptr);
+  // Handles to the runtime's stream from before the capture: passed
+  // during it, they are the capture's stream, so the memset is recorded
+  // (not run) and waiting for them is a no-op (an event recorded outside
+  // the capture and waited for inside would invalidate it).
+  void *handle = linfuse_cuda_stream(), *created = mgpuStreamCreate();
+  ASSERT_NE(handle, nullptr) << lastMessage();
+  void *before = mgpuEventCreate(), *inside = mgpuEventCreate();
+  mgpuEventRecord(before, nullptr);
+  linfuse_clear_error();
+  ASSERT_EQ(linfuse_cuda_graph_begin("handles"), LINFUSE_OK) << lastMessage();
+  mgpuMemset32(buffer, floatBits(2.0f), 64, handle);
+  EXPECT_EQ(linfuse_cuda_wait_for_stream(handle), LINFUSE_OK);
+  EXPECT_EQ(linfuse_cuda_wait_for_stream(created), LINFUSE_OK);
+  // Waits on the capture return at once; an event recorded before the
+  // capture is waited for (it stands for work that ran).
+  mgpuStreamSynchronize(created);
+  mgpuEventSynchronize(before);
+  // An event recorded in the capture stands for work that has not run.
+  mgpuEventRecord(inside, handle);
+  mgpuEventSynchronize(inside);
+  // A stream handle obtained inside the capture, kept beyond it.
+  void *kept = mgpuStreamCreate();
+  ASSERT_EQ(linfuse_cuda_graph_end(), LINFUSE_OK) << lastMessage();
+  for (float v : readFloats(buffer, 64))
+    ASSERT_EQ(v, 1.0f) << "the capture ran the memset";
+  ASSERT_EQ(linfuse_cuda_graph_launch("handles"), LINFUSE_OK) << lastMessage();
+  for (float v : readFloats(buffer, 64))
+    ASSERT_EQ(v, 2.0f);
+
+  // After the capture the kept handle is the runtime's stream: work on it
+  // is ordered with the rest, and destroying it destroys nothing, so the
+  // next capture still has its stream.
+  mgpuMemset32(buffer, floatBits(3.0f), 64, kept);
+  mgpuStreamSynchronize(kept);
+  mgpuStreamDestroy(kept);
+  for (float v : readFloats(buffer, 64))
+    ASSERT_EQ(v, 3.0f);
+  EXPECT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
+  ASSERT_EQ(linfuse_cuda_graph_begin("handles"), LINFUSE_OK) << lastMessage();
+  mgpuMemset32(buffer, floatBits(4.0f), 64, kept);
+  ASSERT_EQ(linfuse_cuda_graph_end(), LINFUSE_OK) << lastMessage();
+  ASSERT_EQ(linfuse_cuda_graph_launch("handles"), LINFUSE_OK) << lastMessage();
+  for (float v : readFloats(buffer, 64))
+    ASSERT_EQ(v, 4.0f);
+  mgpuEventDestroy(before);
+  mgpuEventDestroy(inside);
+  mgpuMemFree(buffer, nullptr);
+  EXPECT_EQ(linfuse_cuda_graph_destroy("handles"), LINFUSE_OK) << lastMessage();
 }
 
 /// What a call that cannot be captured looks like: the timer waits for an
@@ -1280,29 +1396,73 @@ const char kSharedSumPtx[] = R"(
 }
 )";
 
+/// kSharedSumPtx's module and kernel (null, with the error recorded, if
+/// they fail to load).
+struct SharedSumKernel {
+  void *module =
+      mgpuModuleLoad(const_cast<char *>(kSharedSumPtx), sizeof(kSharedSumPtx));
+  void *function =
+      module ? mgpuModuleGetFunction(module, "shared_sum") : nullptr;
+
+  /// One launch with `dynamicBytes` of dynamic shared memory, writing 3.0
+  /// to `out`.
+  void launch(DeviceArray &out, int32_t dynamicBytes) const {
+    void *pointer = out.device;
+    uint32_t words = uint32_t(dynamicBytes / 4);
+    void *params[] = {&pointer, &words};
+    mgpuLaunchKernel(function, 1, 1, 1, 1, 1, 1, dynamicBytes, nullptr, params,
+                     nullptr, 2);
+  }
+  void unload() {
+    mgpuModuleUnload(module);
+    module = function = nullptr;
+  }
+  ~SharedSumKernel() {
+    if (module)
+      unload();
+  }
+};
+
 TEST(CudaDeviceWrappers, StaticPlusDynamicSharedMemoryOver48KiB) {
   REQUIRE_DEVICE();
   // 40 KiB static + 16 KiB dynamic: the dynamic part alone is under the
   // default 48 KiB, the sum is not, so the launch needs the opt-in.
-  void *module =
-      mgpuModuleLoad(const_cast<char *>(kSharedSumPtx), sizeof(kSharedSumPtx));
-  ASSERT_NE(module, nullptr) << lastMessage();
-  void *function = mgpuModuleGetFunction(module, "shared_sum");
-  ASSERT_NE(function, nullptr) << lastMessage();
+  SharedSumKernel kernel;
+  ASSERT_NE(kernel.function, nullptr) << lastMessage();
   DeviceArray out(LINFUSE_F32, {1});
   for (int32_t dynamicBytes : {16 * 1024, 4, 64 * 1024}) {
     SCOPED_TRACE(std::to_string(dynamicBytes) + " dynamic bytes");
     out.fill(-1.0);
-    void *pointer = out.device;
-    uint32_t words = uint32_t(dynamicBytes / 4);
-    void *params[] = {&pointer, &words};
     linfuse_clear_error();
-    mgpuLaunchKernel(function, 1, 1, 1, 1, 1, 1, dynamicBytes, nullptr, params,
-                     nullptr, 2);
+    kernel.launch(out, dynamicBytes);
     ASSERT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
     EXPECT_EQ(out.download().store[0], 3.0);
   }
-  mgpuModuleUnload(module);
+  kernel.unload();
+  EXPECT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
+}
+
+TEST(CudaDeviceWrappers, ConcurrentLaunchesNeverLowerTheSharedMemoryLimit) {
+  REQUIRE_DEVICE();
+  // One thread launches with 64 KiB of dynamic shared memory (over the
+  // default with the static 40 KiB), the other with 4 bytes, concurrently:
+  // the small launches must not lower the limit the large ones set.
+  SharedSumKernel kernel;
+  ASSERT_NE(kernel.function, nullptr) << lastMessage();
+  DeviceArray large(LINFUSE_F32, {1}), small(LINFUSE_F32, {1});
+  auto launches = [&](DeviceArray &out, int32_t dynamicBytes) {
+    linfuse_clear_error();
+    for (int i = 0; i < 500 && linfuse_last_error() == LINFUSE_OK; ++i)
+      kernel.launch(out, dynamicBytes);
+    EXPECT_EQ(linfuse_last_error(), LINFUSE_OK)
+        << dynamicBytes << " bytes: " << lastMessage();
+  };
+  std::thread other([&] { launches(small, 4); });
+  launches(large, 64 * 1024);
+  other.join();
+  EXPECT_EQ(large.download().store[0], 3.0);
+  EXPECT_EQ(small.download().store[0], 3.0);
+  kernel.unload();
   EXPECT_EQ(linfuse_last_error(), LINFUSE_OK) << lastMessage();
 }
 

@@ -274,9 +274,12 @@ LINFUSE_RUNTIME_EXPORT void linfuse_reset_stats(void);
  * (mgpuModuleLoad, mgpuLaunchKernel, mgpuMemAlloc, mgpuMemcpy, ...; the
  * runtime defines them with upstream's C signatures, see
  * lib/Runtime/CudaWrappers.cpp). mgpuStreamCreate returns the runtime's
- * stream, and a null stream argument means it too (on a thread that
- * captures a CUDA graph, all three mean the capture's own stream, see
- * linfuse_cuda_graph_begin). GEMM calls are asynchronous: synchronize
+ * stream, and a null stream argument means it too. On a thread that
+ * captures a CUDA graph, every handle of the runtime's stream (null, one
+ * obtained before the capture) means the capture's own stream; a handle
+ * obtained during a capture means the runtime's stream everywhere else
+ * and afterwards (see linfuse_cuda_graph_begin). A stream of the caller's
+ * is used as it is. GEMM calls are asynchronous: synchronize
  * (linfuse_cuda_synchronize) before the host reads results.
  *===----------------------------------------------------------------------===*/
 
@@ -287,7 +290,8 @@ LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_available(void);
 /* The runtime's stream (a CUstream), created on first use as a
  * non-blocking stream of the device's primary context; NULL, with the
  * error recorded, without a device. Never destroy it. On a thread that is
- * capturing a graph: the stream that capture records. */
+ * capturing a graph: the stream that capture records, which stands for
+ * the runtime's stream wherever it is passed once the capture is over. */
 LINFUSE_RUNTIME_EXPORT void *linfuse_cuda_stream(void);
 
 /* Waits until everything enqueued on the runtime's stream has run; returns
@@ -301,7 +305,11 @@ LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_device(void);
 /* Makes the runtime's stream wait for the work enqueued so far on `stream`,
  * a CUstream of the same device (a framework's current stream), without
  * blocking the host: work the runtime enqueues next reads what that work
- * wrote. A null `stream`, or the runtime's own, is a no-op. */
+ * wrote. A null `stream`, or any handle of the runtime's own (also one
+ * from before this thread's capture, or a capture's stream), is a no-op.
+ * On a thread that captures a graph, waiting for another stream
+ * invalidates the capture (CUDA allows no dependency across its
+ * boundary). */
 LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_wait_for_stream(void *stream);
 
 /* Frees device memory from mgpuMemAlloc once the work enqueued so far on
@@ -376,21 +384,29 @@ LINFUSE_RUNTIME_EXPORT int64_t linfuse_cuda_heuristic_queries(void);
  * allocation has the same address at every launch, and a launch frees what
  * the previous one left allocated) and mgpuMemFree of such an allocation
  * its free node; mgpuMemFree of any other memory (allocated before the
- * capture, by another graph, host-shared) is deferred to _end, which frees
- * it on the runtime's stream: the graph must not use it. No host reads of
- * results (nothing has run); mgpuStreamSynchronize, mgpuEventSynchronize
- * and linfuse_cuda_synchronize return at once on the capturing thread;
- * host<->device copies need pinned host memory (mgpuMemHostRegister). The
- * GEMM workspace is allocated by _begin. A call that cannot be captured
- * invalidates the capture: _end then fails and stores nothing, and the
- * capture is over. One capture at a time: _begin waits while another
- * thread captures or runs a function graph, and _end must come from the
- * thread that began (capture mode CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).
- * The capture records a stream of its own that stands in for the
- * runtime's stream on the capturing thread only: other threads' calls
- * (GEMMs, launches, copies, frees, synchronizations, graph launches) run
- * on the runtime's stream meanwhile, as usual, and are never recorded.
- * Stats: work recorded in a capture is not counted then; each launch
+ * capture, by another graph, host-shared) is deferred: the graph may read
+ * that memory at every launch, so it stays allocated while the graph is
+ * stored and is freed, on the runtime's stream, when the graph is dropped
+ * (replaced under its key, after the old graph's launches, or destroyed),
+ * or at _end if _end stores nothing. No host reads of results (nothing
+ * has run); on the capturing thread linfuse_cuda_synchronize,
+ * mgpuStreamSynchronize of the runtime's stream and mgpuEventSynchronize of
+ * an event recorded in the capture return at once, while a stream of the
+ * caller's and an event recorded before the capture are waited for. Waiting
+ * (mgpuStreamWaitEvent) in the capture for an event recorded outside it
+ * invalidates the capture (CUDA allows no dependency across the capture's
+ * boundary). Host<->device copies need pinned host memory
+ * (mgpuMemHostRegister). The GEMM workspace is allocated by _begin. A call that
+ * cannot be captured invalidates the capture, and a call that fails while
+ * recorded (a GEMM's arguments) would be missing from the graph: either way
+ * _end fails and stores nothing, and the capture is over. One capture at a
+ * time: _begin waits while another thread captures or runs a function graph,
+ * and _end must come from the thread that began (capture mode
+ * CU_STREAM_CAPTURE_MODE_THREAD_LOCAL). The capture records a stream of its own
+ * that stands in for the runtime's stream on the capturing thread only: other
+ * threads' calls (GEMMs, launches, copies, frees, synchronizations, graph
+ * launches) run on the runtime's stream meanwhile, as usual, and are never
+ * recorded. Stats: work recorded in a capture is not counted then; each launch
  * counts the graph's GEMM calls and kernel launches.
  *
  * Each returns LINFUSE_OK or an error (also recorded): _begin while a
@@ -402,7 +418,8 @@ LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_graph_launch(const char *key);
 /* 1 if a graph is stored under `key`, else 0 (records nothing). */
 LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_graph_exists(const char *key);
 /* Frees the graph stored under `key`, or all graphs when `key` is NULL,
- * after the runtime's stream has finished. */
+ * after the runtime's stream has finished, and the memory freed inside
+ * their captures that they kept. */
 LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_graph_destroy(const char *key);
 
 /* Function graphs: what `--linfuse-cuda-graph` (linfuse-compile and
@@ -438,7 +455,8 @@ LINFUSE_RUNTIME_EXPORT int32_t linfuse_cuda_graph_destroy(const char *key);
  * capture fails (the body failed while recorded, or did something a
  * capture cannot record), the graph is not kept, the call fails, and later
  * calls with that key run without a graph (until
- * linfuse_cuda_graph_destroy(NULL)). The slot
+ * linfuse_cuda_graph_destroy(NULL)); a transient failure (out of memory
+ * instantiating the graph) is not held against the key. The slot
  * is zero-initialized and the first call writes a generation number into
  * it, so the graphs of a module unloaded from the same address are never
  * replayed for a new one. Host-shared (managed) allocations cannot be part
