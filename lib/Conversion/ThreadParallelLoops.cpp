@@ -171,6 +171,33 @@ Value workPerIteration(OpBuilder &b, Location loc, scf::ParallelOp loop) {
   return work;
 }
 
+/// `copy` as an scf.parallel nest of loads and stores, so that large
+/// copies (a packing function's concatenated weights, results copied out)
+/// run on the pool like the other loops; LLVM vectorizes the innermost
+/// loop. Copies between unranked or rank-0 memrefs stay as they are.
+void copyAsLoops(IRRewriter &rewriter, memref::CopyOp copy) {
+  auto source = dyn_cast<MemRefType>(copy.getSource().getType());
+  auto target = dyn_cast<MemRefType>(copy.getTarget().getType());
+  if (!source || !target || source.getRank() == 0 ||
+      source.getElementType() != target.getElementType())
+    return;
+  Location loc = copy.getLoc();
+  rewriter.setInsertionPoint(copy);
+  Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
+  Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+  SmallVector<Value> lbs(source.getRank(), zero), steps(source.getRank(), one);
+  SmallVector<Value> ubs;
+  for (int64_t d = 0; d < source.getRank(); ++d)
+    ubs.push_back(memref::DimOp::create(rewriter, loc, copy.getSource(), d));
+  scf::ParallelOp::create(
+      rewriter, loc, lbs, ubs, steps,
+      [&](OpBuilder &b, Location nested, ValueRange ivs) {
+        Value v = memref::LoadOp::create(b, nested, copy.getSource(), ivs);
+        memref::StoreOp::create(b, nested, v, copy.getTarget(), ivs);
+      });
+  rewriter.eraseOp(copy);
+}
+
 struct ThreadParallelLoopsPass
     : public linfuse::impl::ThreadParallelLoopsPassBase<
           ThreadParallelLoopsPass> {
@@ -184,6 +211,10 @@ struct ThreadParallelLoopsPass
     for (auto fn : llvm::to_vector(module.getOps<func::FuncOp>())) {
       if (fn.isExternal())
         continue;
+      SmallVector<memref::CopyOp> copies;
+      fn.walk([&](memref::CopyOp copy) { copies.push_back(copy); });
+      for (memref::CopyOp copy : copies)
+        copyAsLoops(rewriter, copy);
       SmallVector<scf::ParallelOp> outermost;
       fn.walk([&](scf::ParallelOp op) {
         if (!op->getParentOfType<scf::ParallelOp>() && canRunOnThreads(op))

@@ -222,3 +222,19 @@ func.func @vector_capture(%a: memref<?xvector<4xf32>>, %v: vector<4xf32>, %n: in
   }
   return
 }
+
+// -----
+
+// A memref.copy (a packing function's concatenation, a result copied out)
+// becomes a loop nest of loads and stores first, and runs on the pool too.
+// CHECK-LABEL: func.func @copy(
+// CHECK-NOT:     memref.copy
+// CHECK:         call @linfuse_parallel_for(
+// CHECK-LABEL: func.func private @copy__parallel0(
+// CHECK:         scf.parallel
+// CHECK:           %[[V:.*]] = memref.load
+// CHECK:           memref.store %[[V]]
+func.func @copy(%a: memref<?x64xf32>, %b: memref<?x64xf32, strided<[128, 1]>>) {
+  memref.copy %a, %b : memref<?x64xf32> to memref<?x64xf32, strided<[128, 1]>>
+  return
+}

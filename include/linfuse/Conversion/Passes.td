@@ -206,7 +206,10 @@ def ThreadParallelLoopsPass : Pass<"linfuse-thread-parallel-loops",
     `--convert-linalg-to-parallel-loops` makes of element-wise ops, norms
     and copies) becomes a call of the runtime's `linfuse_parallel_for`,
     which runs it on the GEMMs' OpenMP pool when it is big enough (and on
-    the calling thread otherwise):
+    the calling thread otherwise). `memref.copy` ops (the copies of a
+    packing function's concatenated weights, results copied out) become
+    such loops first.
+
 
     1. its dimensions are collapsed into one range of iterations (all but
        the innermost when the body is straight-line code, so that the
