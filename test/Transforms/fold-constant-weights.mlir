@@ -96,6 +96,23 @@ func.func @runtime_input(%x: tensor<2x2xf32>) -> tensor<2x3xf32> {
   return %c : tensor<2x3xf32>
 }
 
+// Reshapes keep the row-major bytes: a collapse of a blob-backed weight
+// and an expand of a dense one fold (the collapsed one here feeds a concat,
+// which folds in turn).
+// CHECK-LABEL: func.func @reshapes
+// CHECK-NEXT:    %[[C:.*]] = arith.constant dense<{{\[}}[1.000000e+00, 2.000000e+00, 5.000000e+00], [3.000000e+00, 4.000000e+00, 6.000000e+00]]> : tensor<2x3xf32>
+// CHECK-NEXT:    %[[E:.*]] = arith.constant dense<{{\[}}{{\[}}[1.000000e+00, 2.000000e+00]], {{\[}}[3.000000e+00, 4.000000e+00]]]> : tensor<2x1x2xf32>
+// CHECK-NEXT:    return %[[C]], %[[E]]
+func.func @reshapes() -> (tensor<2x3xf32>, tensor<2x1x2xf32>) {
+  %a = arith.constant dense_resource<w> : tensor<1x2x2xf32>
+  %ac = tensor.collapse_shape %a [[0, 1], [2]] : tensor<1x2x2xf32> into tensor<2x2xf32>
+  %b = arith.constant dense<[[5.0], [6.0]]> : tensor<2x1xf32>
+  %c = tensor.concat dim(1) %ac, %b : (tensor<2x2xf32>, tensor<2x1xf32>) -> tensor<2x3xf32>
+  %d = arith.constant dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf32>
+  %e = tensor.expand_shape %d [[0, 1], [2]] output_shape [2, 1, 2] : tensor<2x2xf32> into tensor<2x1x2xf32>
+  return %c, %e : tensor<2x3xf32>, tensor<2x1x2xf32>
+}
+
 // torch-mlir casts bf16/f16 weights to f32 with an element-wise generic:
 // a constant too (rounded to nearest even when narrowing; 65504 is 65536
 // in bf16, 1e6 overflows f16 to inf). With a transpose underneath, both

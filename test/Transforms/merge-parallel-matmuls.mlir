@@ -786,3 +786,50 @@ func.func @torch_bias_alpha_two(%x: tensor<4x8xf32>, %w0: tensor<8x4xf32>, %w1: 
   } -> tensor<4x4xf32>
   return %r0, %r1 : tensor<4x4xf32>, tensor<4x4xf32>
 }
+
+// -----
+
+// Dequantization (int8 weights times a per-column scale, all `linfuse.weight`
+// arguments) right before each matmul, the second after the first result's
+// user: re-materialized like a cast; the dequantized weights are
+// concatenated (for the packing function) and the matmuls merge.
+// CHECK-LABEL: func.func @dequantized_weights_after_users
+// CHECK-SAME:    (%[[X:.*]]: tensor<4x8xf32>, %[[Q0:.*]]: tensor<8x4xi8> {linfuse.weight}, %[[S0:.*]]: tensor<4xf32> {linfuse.weight}, %[[Q1:.*]]: tensor<8x4xi8> {linfuse.weight}, %[[S1:.*]]: tensor<4xf32> {linfuse.weight})
+// CHECK:         %[[W0:.*]] = linalg.generic {{.*}} ins(%[[Q0]], %[[S0]] : tensor<8x4xi8>, tensor<4xf32>)
+// CHECK:         %[[W1:.*]] = linalg.generic {{.*}} ins(%[[Q1]], %[[S1]] : tensor<8x4xi8>, tensor<4xf32>)
+// CHECK:         %[[W:.*]] = tensor.concat dim(1) %[[W0]], %[[W1]] : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x8xf32>
+// CHECK:         %[[MM:.*]] = linalg.matmul ins(%[[X]], %[[W]] : tensor<4x8xf32>, tensor<8x8xf32>)
+// CHECK-NEXT:    %[[SL0:.*]] = tensor.extract_slice %[[MM]][0, 0] [4, 4] [1, 1]
+// CHECK-NEXT:    %[[SL1:.*]] = tensor.extract_slice %[[MM]][0, 4] [4, 4] [1, 1]
+// CHECK:         %[[U:.*]] = linalg.generic {{.*}} ins(%[[SL0]] : tensor<4x4xf32>)
+// CHECK:         return %[[U]], %[[SL1]]
+// CHECK-NOT:     linalg.matmul
+// REMARK: remark: merged 2 matmuls sharing %arg0 into one 4x8 GEMM
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d1)>
+func.func @dequantized_weights_after_users(%x: tensor<4x8xf32>, %q0: tensor<8x4xi8> {linfuse.weight}, %s0: tensor<4xf32> {linfuse.weight}, %q1: tensor<8x4xi8> {linfuse.weight}, %s1: tensor<4xf32> {linfuse.weight}) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %we = tensor.empty() : tensor<8x4xf32>
+  %w0 = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]} ins(%q0, %s0 : tensor<8x4xi8>, tensor<4xf32>) outs(%we : tensor<8x4xf32>) {
+  ^bb0(%q: i8, %s: f32, %out: f32):
+    %qf = arith.sitofp %q : i8 to f32
+    %v = arith.mulf %qf, %s : f32
+    linalg.yield %v : f32
+  } -> tensor<8x4xf32>
+  %e = tensor.empty() : tensor<4x4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %mm0 = linalg.matmul ins(%x, %w0 : tensor<4x8xf32>, tensor<8x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %u0 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%mm0 : tensor<4x4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %v = arith.mulf %in, %in : f32
+    linalg.yield %v : f32
+  } -> tensor<4x4xf32>
+  %w1 = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]} ins(%q1, %s1 : tensor<8x4xi8>, tensor<4xf32>) outs(%we : tensor<8x4xf32>) {
+  ^bb0(%q: i8, %s: f32, %out: f32):
+    %qf = arith.sitofp %q : i8 to f32
+    %v = arith.mulf %qf, %s : f32
+    linalg.yield %v : f32
+  } -> tensor<8x4xf32>
+  %mm1 = linalg.matmul ins(%x, %w1 : tensor<4x8xf32>, tensor<8x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %u0, %mm1 : tensor<4x4xf32>, tensor<4x4xf32>
+}

@@ -96,6 +96,35 @@ struct FoldTransposeOfConstant : OpRewritePattern<linalg::TransposeOp> {
   int64_t threshold;
 };
 
+/// A reshape of a constant (`tensor.collapse_shape` / `tensor.expand_shape`,
+/// as importers emit around weights) keeps its row-major bytes.
+template <typename ReshapeOp>
+struct FoldReshapeOfConstant : OpRewritePattern<ReshapeOp> {
+  FoldReshapeOfConstant(MLIRContext *ctx, int64_t threshold)
+      : OpRewritePattern<ReshapeOp>(ctx), threshold(threshold) {}
+
+  LogicalResult matchAndRewrite(ReshapeOp op,
+                                PatternRewriter &rewriter) const override {
+    ElementsAttr input;
+    if (!matchPattern(op.getSrc(), m_Constant(&input)))
+      return rewriter.notifyMatchFailure(op, "non-constant input");
+    RankedTensorType type = op.getResultType();
+    if (!type.hasStaticShape())
+      return rewriter.notifyMatchFailure(op, "dynamic shape");
+    return replaceWithConstant(
+        rewriter, op, type, threshold,
+        [&](MutableArrayRef<char> out) -> LogicalResult {
+          FailureOr<ConstantBytes> in = getConstantBytes(input);
+          if (failed(in) || in->data.size() != out.size())
+            return failure();
+          std::memcpy(out.data(), in->data.data(), out.size());
+          return success();
+        });
+  }
+
+  int64_t threshold;
+};
+
 /// The float cast a `linalg.generic` applies to each element of its one
 /// input, identity maps, nothing else (`arith.extf` / `arith.truncf`: how
 /// importers turn bf16/f16 weights into f32 ones); null otherwise.
@@ -200,7 +229,8 @@ struct FoldConstantWeightsPass
     // Count what gets folded through the rewriter's notifications.
     struct Counter : public RewriterBase::Listener {
       void notifyOperationReplaced(Operation *op, ValueRange) override {
-        if (!isa<tensor::ConcatOp, linalg::TransposeOp, linalg::GenericOp>(op))
+        if (!isa<tensor::ConcatOp, linalg::TransposeOp, linalg::GenericOp,
+                 tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op))
           return;
         ++folded;
         bytes += getByteSize(cast<ShapedType>(op->getResult(0).getType()));
@@ -230,6 +260,8 @@ struct FoldConstantWeightsPass
 void mlir::linfuse::populateFoldConstantWeightsPatterns(
     RewritePatternSet &patterns, int64_t resourceThreshold) {
   patterns
-      .add<FoldConcatOfConstants, FoldTransposeOfConstant, FoldCastOfConstant>(
-          patterns.getContext(), resourceThreshold);
+      .add<FoldConcatOfConstants, FoldTransposeOfConstant, FoldCastOfConstant,
+           FoldReshapeOfConstant<tensor::CollapseShapeOp>,
+           FoldReshapeOfConstant<tensor::ExpandShapeOp>>(patterns.getContext(),
+                                                         resourceThreshold);
 }

@@ -687,11 +687,11 @@ FailureOr<linalg::LinalgOp> mlir::linfuse::mergeGroup(RewriterBase &rewriter,
 
   // Constants of this block (weights interleaved with the matmuls, as an
   // importer emits them) are re-materialized at the merged op: a clone of a
-  // constant shares its attribute, costs no data, and unlike moving the
-  // original needs no program-order query after earlier rewrites. Weight-only
-  // producers (casts, transposes, reshapes of weights) that are not above the
-  // merged op yet are cloned there too, with their own producers; the
-  // originals die with the members unless something else reads them.
+  // constant shares its attribute and costs no data. Weight-only producers
+  // (casts, transposes, reshapes of weights) that are not above the merged
+  // op already are cloned there too, with their own producers (the same
+  // path as constants); each original is erased once the members were its
+  // last users.
   DenseMap<Value, Value> clones;
   SmallVector<Operation *> clonedProducers;
   std::function<Value(Value)> materialize = [&](Value v) -> Value {

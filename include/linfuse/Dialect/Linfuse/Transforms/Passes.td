@@ -240,11 +240,12 @@ def RaiseToGemmPass : Pass<"linfuse-raise-to-gemm"> {
 def FoldConstantWeightsPass : Pass<"linfuse-fold-constant-weights"> {
   let summary = "Concatenate, transpose and cast constant weights at compile time";
   let description = [{
-    Folds `tensor.concat` of constants, `linalg.transpose` of a constant and
-    an element-wise float cast of a constant (a `linalg.generic` with
-    identity maps whose body is one `arith.extf` or `arith.truncf`, as
-    torch-mlir casts bf16/f16 weights to f32; rounded to nearest even) into
-    a single `arith.constant`. The data moves through the constants'
+    Folds `tensor.concat` of constants, `linalg.transpose`,
+    `tensor.collapse_shape` and `tensor.expand_shape` of a constant, and an
+    element-wise float cast of a constant (a `linalg.generic` with identity
+    maps whose body is one `arith.extf` or `arith.truncf`, as torch-mlir
+    casts bf16/f16 weights to f32; rounded to nearest even) into a single
+    `arith.constant`. The data moves through the constants'
     raw buffers (memcpy of rows), never element by element through
     attributes, so multi-megabyte weights fold quickly. Inputs may be
     `dense<...>` or `dense_resource<...>`; results of at least
