@@ -833,3 +833,35 @@ func.func @dequantized_weights_after_users(%x: tensor<4x8xf32>, %q0: tensor<8x4x
   %mm1 = linalg.matmul ins(%x, %w1 : tensor<4x8xf32>, tensor<8x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
   return %u0, %mm1 : tensor<4x4xf32>, tensor<4x4xf32>
 }
+
+// -----
+
+// Negative: a weight computed by a matmul (here a product of two
+// `linfuse.weight` arguments) after the first result's user is not
+// re-materialized: matmuls may be members of other groups, so they never
+// move. The group has no legal placement.
+// CHECK-LABEL: func.func @weight_product_stays
+// CHECK-NOT:     tensor.concat
+// CHECK:         %[[R0:.*]] = linalg.matmul
+// CHECK-NEXT:    %[[U:.*]] = linalg.generic {{.*}} ins(%[[R0]]
+// CHECK:         %[[P:.*]] = linalg.matmul
+// CHECK-NEXT:    %[[R1:.*]] = linalg.matmul ins(%{{.*}}, %[[P]]
+// CHECK-NEXT:    return %[[U]], %[[R1]]
+// REMARK: remark: not merged with the matmul at {{.*}}, both reading %arg0: no place for the merged matmul: linalg.generic at {{.*}} uses one before linalg.matmul at {{.*}} defines what the other reads
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @weight_product_stays(%x: tensor<4x8xf32>, %w0: tensor<8x4xf32> {linfuse.weight}, %a: tensor<8x2xf32> {linfuse.weight}, %b: tensor<2x4xf32> {linfuse.weight}) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %mm0 = linalg.matmul ins(%x, %w0 : tensor<4x8xf32>, tensor<8x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %u0 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%mm0 : tensor<4x4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %v = arith.mulf %in, %in : f32
+    linalg.yield %v : f32
+  } -> tensor<4x4xf32>
+  %pe = tensor.empty() : tensor<8x4xf32>
+  %pf = linalg.fill ins(%zero : f32) outs(%pe : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %p = linalg.matmul ins(%a, %b : tensor<8x2xf32>, tensor<2x4xf32>) outs(%pf : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %mm1 = linalg.matmul ins(%x, %p : tensor<4x8xf32>, tensor<8x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %u0, %mm1 : tensor<4x4xf32>, tensor<4x4xf32>
+}
