@@ -96,6 +96,81 @@ func.func @runtime_input(%x: tensor<2x2xf32>) -> tensor<2x3xf32> {
   return %c : tensor<2x3xf32>
 }
 
+// Reshapes keep the row-major bytes: a collapse of a blob-backed weight
+// and an expand of a dense one fold (the collapsed one here feeds a concat,
+// which folds in turn).
+// CHECK-LABEL: func.func @reshapes
+// CHECK-NEXT:    %[[C:.*]] = arith.constant dense<{{\[}}[1.000000e+00, 2.000000e+00, 5.000000e+00], [3.000000e+00, 4.000000e+00, 6.000000e+00]]> : tensor<2x3xf32>
+// CHECK-NEXT:    %[[E:.*]] = arith.constant dense<{{\[}}{{\[}}[1.000000e+00, 2.000000e+00]], {{\[}}[3.000000e+00, 4.000000e+00]]]> : tensor<2x1x2xf32>
+// CHECK-NEXT:    return %[[C]], %[[E]]
+func.func @reshapes() -> (tensor<2x3xf32>, tensor<2x1x2xf32>) {
+  %a = arith.constant dense_resource<w> : tensor<1x2x2xf32>
+  %ac = tensor.collapse_shape %a [[0, 1], [2]] : tensor<1x2x2xf32> into tensor<2x2xf32>
+  %b = arith.constant dense<[[5.0], [6.0]]> : tensor<2x1xf32>
+  %c = tensor.concat dim(1) %ac, %b : (tensor<2x2xf32>, tensor<2x1xf32>) -> tensor<2x3xf32>
+  %d = arith.constant dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf32>
+  %e = tensor.expand_shape %d [[0, 1], [2]] output_shape [2, 1, 2] : tensor<2x2xf32> into tensor<2x1x2xf32>
+  return %c, %e : tensor<2x3xf32>, tensor<2x1x2xf32>
+}
+
+// torch-mlir casts bf16/f16 weights to f32 with an element-wise generic:
+// a constant too (rounded to nearest even when narrowing; 65504 is 65536
+// in bf16, 1e6 overflows f16 to inf). With a transpose underneath, both
+// fold.
+// CHECK-LABEL: func.func @extf_of_transposed_bf16
+// CHECK-NEXT:    %[[C:.*]] = arith.constant dense<{{\[}}[1.500000e+00, -3.000000e+00], [2.000000e+00, 2.500000e-01], [-0.000000e+00, 6.553600e+04]]> : tensor<3x2xf32>
+// CHECK-NEXT:    return %[[C]]
+func.func @extf_of_transposed_bf16() -> tensor<3x2xf32> {
+  %a = arith.constant dense<[[1.5, 2.0, -0.0], [-3.0, 0.25, 65504.0]]> : tensor<2x3xbf16>
+  %e = tensor.empty() : tensor<3x2xbf16>
+  %t = linalg.transpose ins(%a : tensor<2x3xbf16>) outs(%e : tensor<3x2xbf16>) permutation = [1, 0]
+  %f = tensor.empty() : tensor<3x2xf32>
+  %c = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%t : tensor<3x2xbf16>) outs(%f : tensor<3x2xf32>) {
+  ^bb0(%in: bf16, %out: f32):
+    %v = arith.extf %in : bf16 to f32
+    linalg.yield %v : f32
+  } -> tensor<3x2xf32>
+  return %c : tensor<3x2xf32>
+}
+
+// CHECK-LABEL: func.func @truncf_f32_to_f16
+// CHECK-NEXT:    %[[C:.*]] = arith.constant dense<[1.000000e+00, 3.332520e-01, 6.550400e+04, 0x7C00]> : tensor<4xf16>
+// CHECK-NEXT:    return %[[C]]
+func.func @truncf_f32_to_f16() -> tensor<4xf16> {
+  %a = arith.constant dense<[1.0, 0.33333334, 65504.0, 1.0e6]> : tensor<4xf32>
+  %f = tensor.empty() : tensor<4xf16>
+  %c = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]} ins(%a : tensor<4xf32>) outs(%f : tensor<4xf16>) {
+  ^bb0(%in: f32, %out: f16):
+    %v = arith.truncf %in : f32 to f16
+    linalg.yield %v : f16
+  } -> tensor<4xf16>
+  return %c : tensor<4xf16>
+}
+
+// Negative: anything else in the body (here a scale), or a broadcasting
+// map, is not a cast of the constant and stays.
+// CHECK-LABEL: func.func @not_a_plain_cast
+// CHECK-COUNT-2: linalg.generic
+// CHECK:         return
+func.func @not_a_plain_cast() -> (tensor<2xf32>, tensor<2x2xf32>) {
+  %a = arith.constant dense<[1.0, 2.0]> : tensor<2xf16>
+  %two = arith.constant 2.0 : f32
+  %f = tensor.empty() : tensor<2xf32>
+  %c = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]} ins(%a : tensor<2xf16>) outs(%f : tensor<2xf32>) {
+  ^bb0(%in: f16, %out: f32):
+    %v = arith.extf %in : f16 to f32
+    %s = arith.mulf %v, %two : f32
+    linalg.yield %s : f32
+  } -> tensor<2xf32>
+  %g = tensor.empty() : tensor<2x2xf32>
+  %d = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%a : tensor<2xf16>) outs(%g : tensor<2x2xf32>) {
+  ^bb0(%in: f16, %out: f32):
+    %v = arith.extf %in : f16 to f32
+    linalg.yield %v : f32
+  } -> tensor<2x2xf32>
+  return %c, %d : tensor<2xf32>, tensor<2x2xf32>
+}
+
 // DEFAULT-LABEL: func.func @large_becomes_resource
 // DEFAULT-NEXT:    arith.constant dense<{{\[}}[1.000000e+00, 2.000000e+00, 3.000000e+00, 4.000000e+00, 9.000000e+00, 1.000000e+01, 1.100000e+01, 1.200000e+01], [5.000000e+00, 6.000000e+00, 7.000000e+00, 8.000000e+00, 1.300000e+01, 1.400000e+01, 1.500000e+01, 1.600000e+01]]> : tensor<2x8xf32>
 

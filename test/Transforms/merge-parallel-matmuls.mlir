@@ -529,3 +529,339 @@ func.func @min_group_retries_without_head(%x: tensor<8x8xf32>, %wa: tensor<8x8xf
   %d = linalg.matmul ins(%x, %wd : tensor<8x8xf32>, tensor<8x8xf32>) outs(%i : tensor<8x8xf32>) -> tensor<8x8xf32>
   return %a, %b, %c, %d : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>
 }
+
+// -----
+
+// torch-mlir's bf16 nn.Linear with a bias computes in f32: each weight is
+// transposed and cast (extf) right before its own matmul, after the users of
+// the previous one. Computed from `linfuse.weight` arguments alone, those
+// producers are re-materialized at the merged matmul (the originals die), so
+// they do not block the merge.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-LABEL: func.func @weight_casts_after_users
+// CHECK-SAME:    (%[[X:.*]]: tensor<?x8xf32>, %[[W0:.*]]: tensor<4x8xbf16> {linfuse.weight}, %[[W1:.*]]: tensor<4x8xbf16> {linfuse.weight})
+// CHECK:         %[[T0:.*]] = linalg.transpose ins(%[[W0]]
+// CHECK:         %[[C0:.*]] = linalg.generic {{.*}} ins(%[[T0]] : tensor<8x4xbf16>) outs(%{{.*}} : tensor<8x4xf32>)
+// CHECK:           arith.extf
+// CHECK:         %[[T1:.*]] = linalg.transpose ins(%[[W1]]
+// CHECK-NEXT:    %[[C1:.*]] = linalg.generic {{.*}} ins(%[[T1]] : tensor<8x4xbf16>) outs(%{{.*}} : tensor<8x4xf32>)
+// CHECK:           arith.extf
+// CHECK:         %[[W:.*]] = tensor.concat dim(1) %[[C0]], %[[C1]] : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x8xf32>
+// CHECK-NEXT:    %[[M:.*]] = tensor.dim %[[X]]
+// CHECK-NEXT:    %[[E:.*]] = tensor.empty(%[[M]]) : tensor<?x8xf32>
+// CHECK-NEXT:    %[[F:.*]] = linalg.fill {{.*}} outs(%[[E]] : tensor<?x8xf32>)
+// CHECK-NEXT:    %[[MM:.*]] = linalg.matmul ins(%[[X]], %[[W]] : tensor<?x8xf32>, tensor<8x8xf32>) outs(%[[F]] : tensor<?x8xf32>)
+// CHECK-NEXT:    %[[S0:.*]] = tensor.extract_slice %[[MM]][0, 0] [%[[M]], 4] [1, 1]
+// CHECK-NEXT:    %[[S1:.*]] = tensor.extract_slice %[[MM]][0, 4] [%[[M]], 4] [1, 1]
+// CHECK:         %[[R0:.*]] = linalg.generic {{.*}} ins(%[[S0]] : tensor<?x4xf32>)
+// CHECK:         %[[R1:.*]] = linalg.generic {{.*}} ins(%[[S1]] : tensor<?x4xf32>)
+// CHECK:         return %[[R0]], %[[R1]]
+// CHECK-NOT:     linalg.matmul
+// REMARK: remark: merged 2 matmuls sharing %arg0 into one ?x8 GEMM
+func.func @weight_casts_after_users(%x: tensor<?x8xf32>, %w0: tensor<4x8xbf16> {linfuse.weight}, %w1: tensor<4x8xbf16> {linfuse.weight}) -> (tensor<?x4xbf16>, tensor<?x4xbf16>) {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %m = tensor.dim %x, %c0 : tensor<?x8xf32>
+  %te = tensor.empty() : tensor<8x4xbf16>
+  %ce = tensor.empty() : tensor<8x4xf32>
+  %t0 = linalg.transpose ins(%w0 : tensor<4x8xbf16>) outs(%te : tensor<8x4xbf16>) permutation = [1, 0]
+  %c0w = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%t0 : tensor<8x4xbf16>) outs(%ce : tensor<8x4xf32>) {
+  ^bb0(%in: bf16, %out: f32):
+    %v = arith.extf %in : bf16 to f32
+    linalg.yield %v : f32
+  } -> tensor<8x4xf32>
+  %e = tensor.empty(%m) : tensor<?x4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?x4xf32>) -> tensor<?x4xf32>
+  %mm0 = linalg.matmul ins(%x, %c0w : tensor<?x8xf32>, tensor<8x4xf32>) outs(%f : tensor<?x4xf32>) -> tensor<?x4xf32>
+  %eb = tensor.empty(%m) : tensor<?x4xbf16>
+  %r0 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%mm0 : tensor<?x4xf32>) outs(%eb : tensor<?x4xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %v = arith.truncf %in : f32 to bf16
+    linalg.yield %v : bf16
+  } -> tensor<?x4xbf16>
+  %t1 = linalg.transpose ins(%w1 : tensor<4x8xbf16>) outs(%te : tensor<8x4xbf16>) permutation = [1, 0]
+  %c1w = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%t1 : tensor<8x4xbf16>) outs(%ce : tensor<8x4xf32>) {
+  ^bb0(%in: bf16, %out: f32):
+    %v = arith.extf %in : bf16 to f32
+    linalg.yield %v : f32
+  } -> tensor<8x4xf32>
+  %mm1 = linalg.matmul ins(%x, %c1w : tensor<?x8xf32>, tensor<8x4xf32>) outs(%f : tensor<?x4xf32>) -> tensor<?x4xf32>
+  %r1 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%mm1 : tensor<?x4xf32>) outs(%eb : tensor<?x4xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %v = arith.truncf %in : f32 to bf16
+    linalg.yield %v : bf16
+  } -> tensor<?x4xbf16>
+  return %r0, %r1 : tensor<?x4xbf16>, tensor<?x4xbf16>
+}
+
+// -----
+
+// The same with constant weights, a reshape on the way (tensor.collapse_shape)
+// and a producer already above the merged op: what is above stays, what is
+// below is cloned up.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-LABEL: func.func @constant_weight_producers
+// CHECK-SAME:    (%[[X:.*]]: tensor<4x8xf32>)
+// CHECK-DAG:     %[[CW1:.*]] = arith.constant dense<2.000000e+00> : tensor<8x4xf16>
+// CHECK-DAG:     %[[CW0:.*]] = arith.constant dense<1.000000e+00> : tensor<8x4xf16>
+// CHECK:         %[[C0:.*]] = linalg.generic {{.*}} ins(%[[CW0]] : tensor<8x4xf16>)
+// CHECK:         %[[C1:.*]] = linalg.generic {{.*}} ins(%[[CW1]] : tensor<8x4xf16>)
+// CHECK:         %[[W:.*]] = tensor.concat dim(1) %[[C0]], %[[C1]] : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x8xf32>
+// CHECK:         %[[MM:.*]] = linalg.matmul ins(%[[X]], %[[W]] : tensor<4x8xf32>, tensor<8x8xf32>)
+// CHECK-NEXT:    %[[S0:.*]] = tensor.extract_slice %[[MM]][0, 0] [4, 4] [1, 1]
+// CHECK-NEXT:    %[[S1:.*]] = tensor.extract_slice %[[MM]][0, 4] [4, 4] [1, 1]
+// CHECK:         %[[U:.*]] = linalg.generic {{.*}} ins(%[[S0]] : tensor<4x4xf32>)
+// CHECK:         return %[[U]], %[[S1]]
+// REMARK: remark: merged 2 matmuls sharing %arg0 into one 4x8 GEMM
+func.func @constant_weight_producers(%x: tensor<4x8xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %w0 = arith.constant dense<1.0> : tensor<8x4xf16>
+  %ce = tensor.empty() : tensor<8x4xf32>
+  %c0w = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%w0 : tensor<8x4xf16>) outs(%ce : tensor<8x4xf32>) {
+  ^bb0(%in: f16, %out: f32):
+    %v = arith.extf %in : f16 to f32
+    linalg.yield %v : f32
+  } -> tensor<8x4xf32>
+  %e = tensor.empty() : tensor<4x4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %mm0 = linalg.matmul ins(%x, %c0w : tensor<4x8xf32>, tensor<8x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %u0 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%mm0 : tensor<4x4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %v = arith.mulf %in, %in : f32
+    linalg.yield %v : f32
+  } -> tensor<4x4xf32>
+  %w1 = arith.constant dense<2.0> : tensor<2x4x4xf16>
+  %w1c = tensor.collapse_shape %w1 [[0, 1], [2]] : tensor<2x4x4xf16> into tensor<8x4xf16>
+  %c1w = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%w1c : tensor<8x4xf16>) outs(%ce : tensor<8x4xf32>) {
+  ^bb0(%in: f16, %out: f32):
+    %v = arith.extf %in : f16 to f32
+    linalg.yield %v : f32
+  } -> tensor<8x4xf32>
+  %mm1 = linalg.matmul ins(%x, %c1w : tensor<4x8xf32>, tensor<8x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %u0, %mm1 : tensor<4x4xf32>, tensor<4x4xf32>
+}
+
+// -----
+
+// Negative: the second weight is computed from a `linfuse.weight` argument
+// and a run-time argument after the first result's user. It is not weight
+// preprocessing (it changes every call), so it is not moved and the group
+// has no legal placement.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-LABEL: func.func @weight_producer_reads_runtime_value
+// CHECK-NOT:     tensor.concat
+// CHECK:         %[[R0:.*]] = linalg.matmul
+// CHECK-NEXT:    %[[U:.*]] = linalg.generic {{.*}} ins(%[[R0]]
+// CHECK:         %[[W1:.*]] = linalg.generic
+// CHECK:         %[[R1:.*]] = linalg.matmul ins(%{{.*}}, %[[W1]]
+// CHECK-NEXT:    return %[[U]], %[[R1]]
+// REMARK: remark: not merged with the matmul at {{.*}}, both reading %arg0: no place for the merged matmul: linalg.generic at {{.*}} uses one before linalg.generic at {{.*}} defines what the other reads
+func.func @weight_producer_reads_runtime_value(%x: tensor<4x8xf32>, %w0: tensor<8x4xf32> {linfuse.weight}, %w1: tensor<8x4xf32> {linfuse.weight}, %s: tensor<8x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %mm0 = linalg.matmul ins(%x, %w0 : tensor<4x8xf32>, tensor<8x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %u0 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%mm0 : tensor<4x4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %v = arith.mulf %in, %in : f32
+    linalg.yield %v : f32
+  } -> tensor<4x4xf32>
+  %we = tensor.empty() : tensor<8x4xf32>
+  %w1s = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]} ins(%w1, %s : tensor<8x4xf32>, tensor<8x4xf32>) outs(%we : tensor<8x4xf32>) {
+  ^bb0(%a: f32, %b: f32, %out: f32):
+    %v = arith.mulf %a, %b : f32
+    linalg.yield %v : f32
+  } -> tensor<8x4xf32>
+  %mm1 = linalg.matmul ins(%x, %w1s : tensor<4x8xf32>, tensor<8x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %u0, %mm1 : tensor<4x4xf32>, tensor<4x4xf32>
+}
+
+// -----
+
+// torch-mlir's bias-add: the bias broadcast to [M, N] by a linalg.generic,
+// then an element-wise add, here with torch's `alpha` multiply by 1 (a
+// constant captured from above in one, defined in the body in the other,
+// summands in either order). Both are bias-adds: the biases are
+// concatenated, one bias-add follows the merged matmul, and the broadcasts
+// die with the adds.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d1)>
+// CHECK-LABEL: func.func @torch_bias_broadcast
+// CHECK-SAME:    (%[[X:.*]]: tensor<?x8xf32>, %[[W0:.*]]: tensor<8x8xf32>, %[[W1:.*]]: tensor<8x4xf32>, %[[B0:.*]]: tensor<8xf32>, %[[B1:.*]]: tensor<4xf32>)
+// CHECK:         %[[W:.*]] = tensor.concat dim(1) %[[W0]], %[[W1]] : (tensor<8x8xf32>, tensor<8x4xf32>) -> tensor<8x12xf32>
+// CHECK-NEXT:    %[[M:.*]] = tensor.dim %[[X]]
+// CHECK-NEXT:    %[[E:.*]] = tensor.empty(%[[M]]) : tensor<?x12xf32>
+// CHECK-NEXT:    %[[F:.*]] = linalg.fill
+// CHECK-NEXT:    %[[MM:.*]] = linalg.matmul ins(%[[X]], %[[W]] : tensor<?x8xf32>, tensor<8x12xf32>) outs(%[[F]] : tensor<?x12xf32>)
+// CHECK-NEXT:    %[[B:.*]] = tensor.concat dim(0) %[[B0]], %[[B1]] : (tensor<8xf32>, tensor<4xf32>) -> tensor<12xf32>
+// CHECK-NEXT:    %[[ADD:.*]] = linalg.generic {{.*}} ins(%[[MM]], %[[B]] : tensor<?x12xf32>, tensor<12xf32>) outs(%[[E]] : tensor<?x12xf32>)
+// CHECK-NEXT:    ^bb0
+// CHECK-NEXT:      arith.addf
+// CHECK-NEXT:      linalg.yield
+// CHECK-NEXT:    } -> tensor<?x12xf32>
+// CHECK-NEXT:    %[[S0:.*]] = tensor.extract_slice %[[ADD]][0, 0] [%[[M]], 8] [1, 1] : tensor<?x12xf32> to tensor<?x8xf32>
+// CHECK-NEXT:    %[[S1:.*]] = tensor.extract_slice %[[ADD]][0, 8] [%[[M]], 4] [1, 1] : tensor<?x12xf32> to tensor<?x4xf32>
+// CHECK-NEXT:    return %[[S0]], %[[S1]]
+// REMARK: remark: merged 2 matmuls sharing %arg0 (with their bias-adds) into one ?x12 GEMM
+func.func @torch_bias_broadcast(%x: tensor<?x8xf32>, %w0: tensor<8x8xf32>, %w1: tensor<8x4xf32>, %b0: tensor<8xf32>, %b1: tensor<4xf32>) -> (tensor<?x8xf32>, tensor<?x4xf32>) {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %m = tensor.dim %x, %c0 : tensor<?x8xf32>
+  %e0 = tensor.empty(%m) : tensor<?x8xf32>
+  %f0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<?x8xf32>) -> tensor<?x8xf32>
+  %mm0 = linalg.matmul ins(%x, %w0 : tensor<?x8xf32>, tensor<8x8xf32>) outs(%f0 : tensor<?x8xf32>) -> tensor<?x8xf32>
+  %bb0 = linalg.generic {indexing_maps = [#row, #id], iterator_types = ["parallel", "parallel"]} ins(%b0 : tensor<8xf32>) outs(%e0 : tensor<?x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  } -> tensor<?x8xf32>
+  %r0 = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]} ins(%mm0, %bb0 : tensor<?x8xf32>, tensor<?x8xf32>) outs(%e0 : tensor<?x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %out: f32):
+    %s = arith.mulf %b, %one : f32
+    %v = arith.addf %a, %s : f32
+    linalg.yield %v : f32
+  } -> tensor<?x8xf32>
+  %e1 = tensor.empty(%m) : tensor<?x4xf32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<?x4xf32>) -> tensor<?x4xf32>
+  %mm1 = linalg.matmul ins(%x, %w1 : tensor<?x8xf32>, tensor<8x4xf32>) outs(%f1 : tensor<?x4xf32>) -> tensor<?x4xf32>
+  %bb1 = linalg.generic {indexing_maps = [#row, #id], iterator_types = ["parallel", "parallel"]} ins(%b1 : tensor<4xf32>) outs(%e1 : tensor<?x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  } -> tensor<?x4xf32>
+  %r1 = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]} ins(%bb1, %mm1 : tensor<?x4xf32>, tensor<?x4xf32>) outs(%e1 : tensor<?x4xf32>) {
+  ^bb0(%b: f32, %a: f32, %out: f32):
+    %c1 = arith.constant 1.0 : f32
+    %s = arith.mulf %c1, %b : f32
+    %v = arith.addf %s, %a : f32
+    linalg.yield %v : f32
+  } -> tensor<?x4xf32>
+  return %r0, %r1 : tensor<?x8xf32>, tensor<?x4xf32>
+}
+
+// -----
+
+// Negative: torch.add(y, b, alpha=2) adds 2·b, which is not the bias b. The
+// matmuls still merge (neither has a bias-add) and each add keeps reading
+// its slice and its broadcast.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d1)>
+// CHECK-LABEL: func.func @torch_bias_alpha_two
+// CHECK-SAME:    (%{{.*}}: tensor<4x8xf32>, %{{.*}}: tensor<8x4xf32>, %{{.*}}: tensor<8x4xf32>, %[[B0:.*]]: tensor<4xf32>, %[[B1:.*]]: tensor<4xf32>)
+// CHECK:         %[[MM:.*]] = linalg.matmul {{.*}} -> tensor<4x8xf32>
+// CHECK-NEXT:    %[[S0:.*]] = tensor.extract_slice %[[MM]][0, 0] [4, 4] [1, 1]
+// CHECK-NEXT:    %[[S1:.*]] = tensor.extract_slice %[[MM]][0, 4] [4, 4] [1, 1]
+// CHECK:         %[[BB0:.*]] = linalg.generic {{.*}} ins(%[[B0]] : tensor<4xf32>)
+// CHECK:         %[[R0:.*]] = linalg.generic {{.*}} ins(%[[S0]], %[[BB0]] : tensor<4x4xf32>, tensor<4x4xf32>)
+// CHECK:           arith.mulf
+// CHECK:         %[[BB1:.*]] = linalg.generic {{.*}} ins(%[[B1]] : tensor<4xf32>)
+// CHECK:         %[[R1:.*]] = linalg.generic {{.*}} ins(%[[S1]], %[[BB1]] : tensor<4x4xf32>, tensor<4x4xf32>)
+// CHECK:         return %[[R0]], %[[R1]]
+// REMARK: remark: merged 2 matmuls sharing %arg0 into one 4x8 GEMM
+func.func @torch_bias_alpha_two(%x: tensor<4x8xf32>, %w0: tensor<8x4xf32>, %w1: tensor<8x4xf32>, %b0: tensor<4xf32>, %b1: tensor<4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %two = arith.constant 2.0 : f32
+  %e = tensor.empty() : tensor<4x4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %mm0 = linalg.matmul ins(%x, %w0 : tensor<4x8xf32>, tensor<8x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %bb0 = linalg.generic {indexing_maps = [#row, #id], iterator_types = ["parallel", "parallel"]} ins(%b0 : tensor<4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  } -> tensor<4x4xf32>
+  %r0 = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]} ins(%mm0, %bb0 : tensor<4x4xf32>, tensor<4x4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%a: f32, %b: f32, %out: f32):
+    %s = arith.mulf %b, %two : f32
+    %v = arith.addf %a, %s : f32
+    linalg.yield %v : f32
+  } -> tensor<4x4xf32>
+  %mm1 = linalg.matmul ins(%x, %w1 : tensor<4x8xf32>, tensor<8x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %bb1 = linalg.generic {indexing_maps = [#row, #id], iterator_types = ["parallel", "parallel"]} ins(%b1 : tensor<4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  } -> tensor<4x4xf32>
+  %r1 = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]} ins(%mm1, %bb1 : tensor<4x4xf32>, tensor<4x4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%a: f32, %b: f32, %out: f32):
+    %s = arith.mulf %b, %two : f32
+    %v = arith.addf %a, %s : f32
+    linalg.yield %v : f32
+  } -> tensor<4x4xf32>
+  return %r0, %r1 : tensor<4x4xf32>, tensor<4x4xf32>
+}
+
+// -----
+
+// Dequantization (int8 weights times a per-column scale, all `linfuse.weight`
+// arguments) right before each matmul, the second after the first result's
+// user: re-materialized like a cast; the dequantized weights are
+// concatenated (for the packing function) and the matmuls merge.
+// CHECK-LABEL: func.func @dequantized_weights_after_users
+// CHECK-SAME:    (%[[X:.*]]: tensor<4x8xf32>, %[[Q0:.*]]: tensor<8x4xi8> {linfuse.weight}, %[[S0:.*]]: tensor<4xf32> {linfuse.weight}, %[[Q1:.*]]: tensor<8x4xi8> {linfuse.weight}, %[[S1:.*]]: tensor<4xf32> {linfuse.weight})
+// CHECK:         %[[W0:.*]] = linalg.generic {{.*}} ins(%[[Q0]], %[[S0]] : tensor<8x4xi8>, tensor<4xf32>)
+// CHECK:         %[[W1:.*]] = linalg.generic {{.*}} ins(%[[Q1]], %[[S1]] : tensor<8x4xi8>, tensor<4xf32>)
+// CHECK:         %[[W:.*]] = tensor.concat dim(1) %[[W0]], %[[W1]] : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x8xf32>
+// CHECK:         %[[MM:.*]] = linalg.matmul ins(%[[X]], %[[W]] : tensor<4x8xf32>, tensor<8x8xf32>)
+// CHECK-NEXT:    %[[SL0:.*]] = tensor.extract_slice %[[MM]][0, 0] [4, 4] [1, 1]
+// CHECK-NEXT:    %[[SL1:.*]] = tensor.extract_slice %[[MM]][0, 4] [4, 4] [1, 1]
+// CHECK:         %[[U:.*]] = linalg.generic {{.*}} ins(%[[SL0]] : tensor<4x4xf32>)
+// CHECK:         return %[[U]], %[[SL1]]
+// CHECK-NOT:     linalg.matmul
+// REMARK: remark: merged 2 matmuls sharing %arg0 into one 4x8 GEMM
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d1)>
+func.func @dequantized_weights_after_users(%x: tensor<4x8xf32>, %q0: tensor<8x4xi8> {linfuse.weight}, %s0: tensor<4xf32> {linfuse.weight}, %q1: tensor<8x4xi8> {linfuse.weight}, %s1: tensor<4xf32> {linfuse.weight}) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %we = tensor.empty() : tensor<8x4xf32>
+  %w0 = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]} ins(%q0, %s0 : tensor<8x4xi8>, tensor<4xf32>) outs(%we : tensor<8x4xf32>) {
+  ^bb0(%q: i8, %s: f32, %out: f32):
+    %qf = arith.sitofp %q : i8 to f32
+    %v = arith.mulf %qf, %s : f32
+    linalg.yield %v : f32
+  } -> tensor<8x4xf32>
+  %e = tensor.empty() : tensor<4x4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %mm0 = linalg.matmul ins(%x, %w0 : tensor<4x8xf32>, tensor<8x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %u0 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%mm0 : tensor<4x4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %v = arith.mulf %in, %in : f32
+    linalg.yield %v : f32
+  } -> tensor<4x4xf32>
+  %w1 = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]} ins(%q1, %s1 : tensor<8x4xi8>, tensor<4xf32>) outs(%we : tensor<8x4xf32>) {
+  ^bb0(%q: i8, %s: f32, %out: f32):
+    %qf = arith.sitofp %q : i8 to f32
+    %v = arith.mulf %qf, %s : f32
+    linalg.yield %v : f32
+  } -> tensor<8x4xf32>
+  %mm1 = linalg.matmul ins(%x, %w1 : tensor<4x8xf32>, tensor<8x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %u0, %mm1 : tensor<4x4xf32>, tensor<4x4xf32>
+}
+
+// -----
+
+// Negative: a weight computed by a matmul (here a product of two
+// `linfuse.weight` arguments) after the first result's user is not
+// re-materialized: matmuls may be members of other groups, so they never
+// move. The group has no legal placement.
+// CHECK-LABEL: func.func @weight_product_stays
+// CHECK-NOT:     tensor.concat
+// CHECK:         %[[R0:.*]] = linalg.matmul
+// CHECK-NEXT:    %[[U:.*]] = linalg.generic {{.*}} ins(%[[R0]]
+// CHECK:         %[[P:.*]] = linalg.matmul
+// CHECK-NEXT:    %[[R1:.*]] = linalg.matmul ins(%{{.*}}, %[[P]]
+// CHECK-NEXT:    return %[[U]], %[[R1]]
+// REMARK: remark: not merged with the matmul at {{.*}}, both reading %arg0: no place for the merged matmul: linalg.generic at {{.*}} uses one before linalg.matmul at {{.*}} defines what the other reads
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @weight_product_stays(%x: tensor<4x8xf32>, %w0: tensor<8x4xf32> {linfuse.weight}, %a: tensor<8x2xf32> {linfuse.weight}, %b: tensor<2x4xf32> {linfuse.weight}) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %mm0 = linalg.matmul ins(%x, %w0 : tensor<4x8xf32>, tensor<8x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %u0 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%mm0 : tensor<4x4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %v = arith.mulf %in, %in : f32
+    linalg.yield %v : f32
+  } -> tensor<4x4xf32>
+  %pe = tensor.empty() : tensor<8x4xf32>
+  %pf = linalg.fill ins(%zero : f32) outs(%pe : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %p = linalg.matmul ins(%a, %b : tensor<8x2xf32>, tensor<2x4xf32>) outs(%pf : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %mm1 = linalg.matmul ins(%x, %p : tensor<4x8xf32>, tensor<8x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %u0, %mm1 : tensor<4x4xf32>, tensor<4x4xf32>
+}

@@ -280,3 +280,84 @@ func.func @fill_of_lhs(%a: tensor<2x2xf32>, %b: tensor<2x2xf32>) -> tensor<2x2xf
   %mm = linalg.matmul ins(%a, %b : tensor<2x2xf32>, tensor<2x2xf32>) outs(%f : tensor<2x2xf32>) -> tensor<2x2xf32>
   return %mm : tensor<2x2xf32>
 }
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d1)>
+
+// torch-mlir's bias-add: a linalg.generic broadcasts the bias to [M, N] and
+// an element-wise add (here with torch's alpha multiply by 1) adds it. The
+// bias vector becomes the GEMM's bias; the broadcast goes with the add.
+// CHECK-LABEL: func.func @torch_broadcast_bias
+// CHECK-SAME:    (%[[X:.*]]: tensor<?x8xf32>, %[[W:.*]]: tensor<8x4xf32>, %[[B:.*]]: tensor<4xf32>)
+// CHECK:         %[[E:.*]] = tensor.empty(%{{.*}}) : tensor<?x4xf32>
+// CHECK-NEXT:    %[[G:.*]] = linfuse.gemm ins(%[[X]], %[[W]] : tensor<?x8xf32>, tensor<8x4xf32>) bias(%[[B]] : tensor<4xf32>) outs(%[[E]] : tensor<?x4xf32>) -> tensor<?x4xf32>
+// CHECK-NEXT:    return %[[G]]
+// REMARK: remark: raised to linfuse.gemm with bias
+func.func @torch_broadcast_bias(%x: tensor<?x8xf32>, %w: tensor<8x4xf32>, %b: tensor<4xf32>) -> tensor<?x4xf32> {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %m = tensor.dim %x, %c0 : tensor<?x8xf32>
+  %e = tensor.empty(%m) : tensor<?x4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?x4xf32>) -> tensor<?x4xf32>
+  %y = linalg.matmul ins(%x, %w : tensor<?x8xf32>, tensor<8x4xf32>) outs(%f : tensor<?x4xf32>) -> tensor<?x4xf32>
+  %bb = linalg.generic {indexing_maps = [#row, #id], iterator_types = ["parallel", "parallel"]} ins(%b : tensor<4xf32>) outs(%e : tensor<?x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  } -> tensor<?x4xf32>
+  %z = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]} ins(%y, %bb : tensor<?x4xf32>, tensor<?x4xf32>) outs(%e : tensor<?x4xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %s = arith.mulf %q, %one : f32
+    %r = arith.addf %p, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<?x4xf32>
+  return %z : tensor<?x4xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d1)>
+
+// Negative: alpha = 0.5 (y + 0.5·b) is not a bias of b; the add and its
+// broadcast stay after the GEMM. So does a broadcast along the rows
+// ((d0, d1) -> (d0): a per-row, not per-column, vector).
+// CHECK-LABEL: func.func @torch_broadcast_not_bias
+// CHECK:         %[[G:.*]] = linfuse.gemm ins(%{{.*}}, %{{.*}} : tensor<4x8xf32>, tensor<8x4xf32>) outs(%{{.*}} : tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK:         linalg.generic {{.*}} ins(%{{.*}} : tensor<4xf32>)
+// CHECK:         linalg.generic {{.*}} ins(%[[G]], %{{.*}} : tensor<4x4xf32>, tensor<4x4xf32>)
+// CHECK:           arith.mulf
+// CHECK:         %[[G2:.*]] = linfuse.gemm ins(%{{.*}}, %{{.*}} : tensor<4x8xf32>, tensor<8x4xf32>) outs(%{{.*}} : tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK:         linalg.generic {{.*}} ins(%{{.*}} : tensor<4xf32>)
+// CHECK:         linalg.generic {{.*}} ins(%[[G2]], %{{.*}} : tensor<4x4xf32>, tensor<4x4xf32>)
+// CHECK:         return
+func.func @torch_broadcast_not_bias(%x: tensor<4x8xf32>, %w: tensor<8x4xf32>, %b: tensor<4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %half = arith.constant 0.5 : f32
+  %e = tensor.empty() : tensor<4x4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %y = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %bb = linalg.generic {indexing_maps = [#row, #id], iterator_types = ["parallel", "parallel"]} ins(%b : tensor<4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  } -> tensor<4x4xf32>
+  %z = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]} ins(%y, %bb : tensor<4x4xf32>, tensor<4x4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %s = arith.mulf %q, %half : f32
+    %r = arith.addf %p, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<4x4xf32>
+  %y2 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %cb = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0)>, #id], iterator_types = ["parallel", "parallel"]} ins(%b : tensor<4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  } -> tensor<4x4xf32>
+  %z2 = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]} ins(%y2, %cb : tensor<4x4xf32>, tensor<4x4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %r = arith.addf %p, %q : f32
+    linalg.yield %r : f32
+  } -> tensor<4x4xf32>
+  return %z, %z2 : tensor<4x4xf32>, tensor<4x4xf32>
+}

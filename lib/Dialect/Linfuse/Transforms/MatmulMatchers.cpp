@@ -152,17 +152,87 @@ std::optional<MatmulInfo> mlir::linfuse::matchMatmul(Operation *op) {
   return info;
 }
 
-/// True when `body` is `yield(addf(x, y))` with {x, y} = {lhsArg, rhsArg}.
+/// True when `v` is the float constant 1 (an `arith.constant`, inside the
+/// body or captured from above).
+static bool isOne(Value v) {
+  FloatAttr value;
+  return matchPattern(v, m_Constant(&value)) &&
+         value.getValue().isExactlyValue(1.0);
+}
+
+/// True when `body` is `yield(addf(x, y))` with {x, y} = {lhsArg, rhsArg},
+/// where `rhsArg` may also be scaled by exactly 1 (torch's `add(a, b,
+/// alpha=1)` lowers to `a + b * alpha` when nothing folded the multiply).
 static bool isAddOf(Block &body, BlockArgument lhsArg, BlockArgument rhsArg) {
-  if (!llvm::hasSingleElement(body.without_terminator()))
-    return false;
-  auto add = dyn_cast<arith::AddFOp>(body.front());
   auto yield = dyn_cast<linalg::YieldOp>(body.getTerminator());
-  if (!add || !yield || yield.getNumOperands() != 1 ||
-      yield.getOperand(0) != add.getResult())
+  if (!yield || yield.getNumOperands() != 1)
     return false;
-  return (add.getLhs() == lhsArg && add.getRhs() == rhsArg) ||
-         (add.getLhs() == rhsArg && add.getRhs() == lhsArg);
+  auto add = yield.getOperand(0).getDefiningOp<arith::AddFOp>();
+  if (!add || add->getBlock() != &body)
+    return false;
+  // The other summand: the bias argument itself, or a multiply of it by 1.
+  Value scaled = add.getLhs() == lhsArg   ? add.getRhs()
+                 : add.getRhs() == lhsArg ? add.getLhs()
+                                          : Value();
+  if (!scaled)
+    return false;
+  unsigned numOps = 1;
+  if (scaled != rhsArg) {
+    auto mul = scaled.getDefiningOp<arith::MulFOp>();
+    if (!mul || mul->getBlock() != &body ||
+        !((mul.getLhs() == rhsArg && isOne(mul.getRhs())) ||
+          (mul.getRhs() == rhsArg && isOne(mul.getLhs()))))
+      return false;
+    numOps = 2;
+    // A constant 1 defined in the body counts as an op of its own.
+    for (Value factor : {mul.getLhs(), mul.getRhs()})
+      if (Operation *def = factor.getDefiningOp();
+          def && def->getBlock() == &body)
+        ++numOps;
+  }
+  // Nothing else in the body (the add's value is all it yields).
+  return static_cast<size_t>(std::distance(body.without_terminator().begin(),
+                                           body.without_terminator().end())) ==
+         numOps;
+}
+
+/// The 1-D vector that `v` broadcasts to every row, if `v` is such a
+/// broadcast of rank `rank`: `linalg.broadcast` along all but the last dim,
+/// or torch-mlir's `linalg.generic {(d...) -> (d_last), identity}` that
+/// yields its input.
+static Operation *matchRowBroadcast(Value v, int64_t rank, Value &source) {
+  MLIRContext *ctx = v.getContext();
+  if (auto broadcast = v.getDefiningOp<linalg::BroadcastOp>()) {
+    SmallVector<int64_t> leading =
+        llvm::to_vector(llvm::seq<int64_t>(0, rank - 1));
+    if (!broadcast.hasPureTensorSemantics() ||
+        broadcast.getDimensions() != ArrayRef<int64_t>(leading))
+      return nullptr;
+    source = broadcast.getInput();
+    return broadcast;
+  }
+  auto generic = v.getDefiningOp<linalg::GenericOp>();
+  if (!generic || !generic.hasPureTensorSemantics() ||
+      generic.getNumDpsInputs() != 1 || generic.getNumDpsInits() != 1 ||
+      generic->getNumResults() != 1 ||
+      generic.getNumParallelLoops() != generic.getNumLoops() ||
+      generic.getNumLoops() != static_cast<unsigned>(rank))
+    return nullptr;
+  OpOperand *input = generic.getDpsInputOperand(0);
+  OpOperand *init = generic.getDpsInitOperand(0);
+  if (generic.getMatchingIndexingMap(input) !=
+          AffineMap::get(rank, 0, getAffineDimExpr(rank - 1, ctx), ctx) ||
+      generic.getMatchingIndexingMap(init) !=
+          AffineMap::getMultiDimIdentityMap(rank, ctx))
+    return nullptr;
+  Block &body = *generic.getBlock();
+  auto yield = dyn_cast<linalg::YieldOp>(body.getTerminator());
+  if (!body.without_terminator().empty() || !yield ||
+      yield.getNumOperands() != 1 ||
+      yield.getOperand(0) != generic.getMatchingBlockArgument(input))
+    return nullptr;
+  source = input->get();
+  return generic;
 }
 
 std::optional<BiasAdd> mlir::linfuse::matchBiasAdd(Operation *user,
@@ -190,17 +260,17 @@ std::optional<BiasAdd> mlir::linfuse::matchBiasAdd(Operation *user,
     if ((in0 == matmulResult) == (in1 == matmulResult))
       return std::nullopt;
     Value other = in0 == matmulResult ? in1 : in0;
-    auto broadcast = other.getDefiningOp<linalg::BroadcastOp>();
-    SmallVector<int64_t> leading =
-        llvm::to_vector(llvm::seq<int64_t>(0, rank - 1));
-    if (!broadcast || broadcast.getDimensions() != ArrayRef<int64_t>(leading) ||
-        !isBiasVector(broadcast.getInput()))
+    Value bias;
+    Operation *broadcast = matchRowBroadcast(other, rank, bias);
+    if (!broadcast || !isBiasVector(bias))
       return std::nullopt;
-    return BiasAdd{user, broadcast.getInput()};
+    return BiasAdd{user, bias, broadcast};
   }
 
-  // linalg.generic {identity, (d...) -> (d_last)} computing addf, with the
-  // matmul result as an input or as the init.
+  // linalg.generic computing addf (or torch's `a + b * 1`) of the matmul
+  // result (identity map, as an input or as the init) and the bias: read
+  // along the last dim, `(d...) -> (d_last)`, or with the identity map from
+  // a row broadcast of it (torch-mlir's form).
   auto generic = dyn_cast<linalg::GenericOp>(user);
   if (!generic || !generic.hasPureTensorSemantics() ||
       generic.getNumDpsInits() != 1 ||
@@ -211,15 +281,27 @@ std::optional<BiasAdd> mlir::linfuse::matchBiasAdd(Operation *user,
   AffineMap lastDim =
       AffineMap::get(rank, 0, getAffineDimExpr(rank - 1, ctx), ctx);
   OpOperand *mmOperand = nullptr, *biasOperand = nullptr;
+  Value bias;
+  Operation *broadcast = nullptr;
   for (OpOperand &operand : generic->getOpOperands()) {
     AffineMap map = generic.getMatchingIndexingMap(&operand);
     bool isInit = generic.isDpsInit(&operand);
-    if (operand.get() == matmulResult && map == identity && !mmOperand)
+    Value source;
+    Operation *rowBroadcast = nullptr;
+    if (operand.get() == matmulResult && map == identity && !mmOperand) {
       mmOperand = &operand;
-    else if (!isInit && map == lastDim && isBiasVector(operand.get()) &&
-             !biasOperand)
+    } else if (!isInit && map == lastDim && isBiasVector(operand.get()) &&
+               !biasOperand) {
       biasOperand = &operand;
-    else if (isInit && map == identity)
+      bias = operand.get();
+    } else if (!isInit && map == identity && !biasOperand &&
+               (rowBroadcast =
+                    matchRowBroadcast(operand.get(), rank, source)) &&
+               isBiasVector(source)) {
+      biasOperand = &operand;
+      bias = source;
+      broadcast = rowBroadcast;
+    } else if (isInit && map == identity)
       continue; // A plain destination; its value is ignored by the body.
     else
       return std::nullopt;
@@ -229,7 +311,7 @@ std::optional<BiasAdd> mlir::linfuse::matchBiasAdd(Operation *user,
   if (!isAddOf(*generic.getBlock(), generic.getMatchingBlockArgument(mmOperand),
                generic.getMatchingBlockArgument(biasOperand)))
     return std::nullopt;
-  return BiasAdd{user, biasOperand->get()};
+  return BiasAdd{user, bias, broadcast};
 }
 
 std::optional<Attribute> mlir::linfuse::matchConstantFill(Value init) {

@@ -16,6 +16,7 @@
 #include "linfuse/Dialect/Linfuse/Transforms/Passes.h"
 #include "linfuse/Dialect/Linfuse/Transforms/Remarks.h"
 #include "linfuse/Dialect/Linfuse/Transforms/WeightConstants.h"
+#include "linfuse/Dialect/Linfuse/Transforms/WeightValues.h"
 
 #include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -23,6 +24,9 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/IndexingUtils.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Debug.h"
 
@@ -49,14 +53,31 @@ static bool isMovableConstant(Operation *op) {
          op->hasTrait<OpTrait::ConstantLike>();
 }
 
-/// The op of `block` that is or contains the definition of `v`; null when `v`
-/// is defined outside `block`, is one of its arguments, or is a movable
-/// constant (it then dominates, or can be made to dominate, every op).
-static Operation *definerInBlock(Block &block, Value v) {
-  Operation *def = v.getDefiningOp();
-  if (!def || isMovableConstant(def))
-    return nullptr;
-  return block.findAncestorOpInBlock(*def);
+/// Everything `op` reads: its operands and the values its regions use from
+/// above (a scalar captured by a linalg.generic body).
+static SetVector<Value> readsOf(Operation *op) {
+  SetVector<Value> reads(op->operand_begin(), op->operand_end());
+  for (Region &region : op->getRegions())
+    getUsedValuesDefinedAbove(region, reads);
+  return reads;
+}
+
+/// True for a side-effect free op of weight preprocessing that the rewrite
+/// re-materializes at the merged op: what it computes depends on constants
+/// and `linfuse.weight` arguments alone (an importer's cast, transpose,
+/// reshape or dequantization of a weight, emitted next to each use), so
+/// like a constant it does not limit placement. Ops reading a run-time
+/// value stay where they are, and so do matmuls and what reads a matmul
+/// (a bias-add): another group may be rewriting those.
+static bool isRematerializable(Operation *op) {
+  if (!op || op->getNumResults() == 0 || !isMemoryEffectFree(op) ||
+      isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op) ||
+      !isLoadTimeValue(op->getResult(0)))
+    return false;
+  return llvm::none_of(readsOf(op), [](Value v) {
+    return isa_and_nonnull<linalg::MatmulOp, linalg::BatchMatmulOp>(
+        v.getDefiningOp());
+  });
 }
 
 /// The later of two anchors (null = block start).
@@ -66,6 +87,30 @@ static Operation *laterOf(Operation *a, Operation *b) {
   if (!b)
     return a;
   return a->isBeforeInBlock(b) ? b : a;
+}
+
+/// The last op of `block` that must come before a use of `v` at the merged
+/// op: the op that is or contains the definition of `v`, or, when that is
+/// re-materialized there, the last such op among what it reads. Null when
+/// nothing in `block` limits the placement (`v` is defined outside `block`,
+/// is one of its arguments, or is computed from constants and weights
+/// alone). `memo` caches answers across one placement query.
+static Operation *definerInBlock(Block &block, Value v,
+                                 DenseMap<Value, Operation *> &memo) {
+  Operation *def = v.getDefiningOp();
+  if (!def || isMovableConstant(def))
+    return nullptr;
+  Operation *inBlock = block.findAncestorOpInBlock(*def);
+  if (!inBlock || inBlock != def || !isRematerializable(def))
+    return inBlock;
+  auto [it, inserted] = memo.try_emplace(v, nullptr);
+  if (!inserted)
+    return it->second;
+  Operation *latest = nullptr;
+  for (Value read : readsOf(def))
+    latest = laterOf(latest, definerInBlock(block, read, memo));
+  memo[v] = latest;
+  return latest;
 }
 
 /// The ops of `member` that disappear when it is merged.
@@ -256,12 +301,13 @@ private:
     // Placement: after every needed operand, before every user.
     Value fill = commonFill(members);
     Operation *anchor = nullptr;
+    DenseMap<Value, Operation *> memo;
     for (const MatmulInfo &member : members) {
       for (Value v : neededValues(member, kind, /*concatInits=*/!fill))
-        anchor = laterOf(anchor, definerInBlock(block, v));
+        anchor = laterOf(anchor, definerInBlock(block, v, memo));
     }
     if (fill)
-      anchor = laterOf(anchor, definerInBlock(block, fill));
+      anchor = laterOf(anchor, definerInBlock(block, fill, memo));
     for (const MatmulInfo &member : members) {
       if (Operation *user = userNotFollowing(block, member, kind, anchor)) {
         LLVM_DEBUG(llvm::dbgs() << "skip (no placement dominates all uses): "
@@ -488,8 +534,12 @@ static void replaceMembers(RewriterBase &rewriter, const MergeGroup &group,
                            ArrayRef<Value> slices) {
   for (auto [member, slice] : llvm::zip_equal(group.members, slices)) {
     rewriter.replaceAllUsesWith(member.finalResult(), slice);
-    if (member.biasAdd)
+    if (member.biasAdd) {
       rewriter.eraseOp(member.biasAdd->op);
+      if (Operation *broadcast = member.biasAdd->broadcast;
+          broadcast && broadcast->use_empty())
+        rewriter.eraseOp(broadcast);
+    }
     rewriter.eraseOp(member.op);
   }
 }
@@ -637,34 +687,59 @@ FailureOr<linalg::LinalgOp> mlir::linfuse::mergeGroup(RewriterBase &rewriter,
 
   // Constants of this block (weights interleaved with the matmuls, as an
   // importer emits them) are re-materialized at the merged op: a clone of a
-  // constant shares its attribute, costs no data, and unlike moving the
-  // original needs no program-order query after earlier rewrites.
+  // constant shares its attribute and costs no data. Weight-only producers
+  // (casts, transposes, reshapes of weights) that are not above the merged
+  // op already are cloned there too, with their own producers (the same
+  // path as constants); each original is erased once the members were its
+  // last users.
   DenseMap<Value, Value> clones;
-  auto materialize = [&](Value v) -> Value {
+  SmallVector<Operation *> clonedProducers;
+  std::function<Value(Value)> materialize = [&](Value v) -> Value {
     Operation *def = v ? v.getDefiningOp() : nullptr;
-    if (!isMovableConstant(def) || def->getBlock() != block)
+    if (!def || def->getBlock() != block)
       return v;
-    Value &clone = clones[v];
-    if (!clone)
-      clone = rewriter.clone(*def)->getResult(0);
-    return clone;
+    bool constant = isMovableConstant(def);
+    if (!constant && (!isRematerializable(def) ||
+                      (group.anchor && (def == group.anchor ||
+                                        def->isBeforeInBlock(group.anchor)))))
+      return v;
+    if (Value clone = clones.lookup(v))
+      return clone;
+    IRMapping mapping;
+    for (Value read : readsOf(def))
+      mapping.map(read, materialize(read));
+    Operation *clone = rewriter.clone(*def, mapping);
+    for (auto [from, to] :
+         llvm::zip_equal(def->getResults(), clone->getResults()))
+      clones[from] = to;
+    if (!constant)
+      clonedProducers.push_back(def);
+    return clones.lookup(v);
   };
   MergeGroup local = group;
   local.fillScalar = materialize(group.fillScalar);
+  bool sharedLhs = local.kind == MergeKind::SharedLhs;
   for (MatmulInfo &m : local.members) {
+    // Only what the merged computation reads: the (looked-through) weight
+    // of a shared-LHS group, the shared right operand of a shared-RHS one.
     m.lhs = materialize(m.lhs);
-    m.rhs = materialize(m.rhs);
-    if (m.weightTranspose == nullptr)
-      m.weight = m.rhs;
-    else
+    if (sharedLhs)
       m.weight = materialize(m.weight);
-    m.init = materialize(m.init);
-    if (m.biasAdd)
+    else
+      m.rhs = materialize(m.rhs);
+    if (!local.fillScalar)
+      m.init = materialize(m.init);
+    if (m.biasAdd && sharedLhs)
       m.biasAdd->bias = materialize(m.biasAdd->bias);
   }
-  return local.kind == MergeKind::SharedLhs
-             ? mergeSharedLhs(rewriter, local, loc)
-             : mergeSharedRhs(rewriter, local, loc);
+  FailureOr<linalg::LinalgOp> merged =
+      sharedLhs ? mergeSharedLhs(rewriter, local, loc)
+                : mergeSharedRhs(rewriter, local, loc);
+  // Users before producers: a producer dies with the last of its users.
+  for (Operation *original : llvm::reverse(clonedProducers))
+    if (original->use_empty())
+      rewriter.eraseOp(original);
+  return merged;
 }
 
 /// Everything a group reads (operands, anchor) and everything it replaces

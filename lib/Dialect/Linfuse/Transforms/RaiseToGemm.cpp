@@ -132,12 +132,14 @@ struct RaiseMatmul : OpRewritePattern<MatmulOpTy> {
 
     Value result = op->getResult(0);
     SmallVector<Operation *, 2> absorbed;
+    Operation *biasBroadcast = nullptr;
     Value bias;
     Epilogue epilogue = Epilogue::None;
     if (epilogues && !integer) {
       if (Operation *user = singleUser(result))
         if (std::optional<BiasAdd> add = matchBiasAdd(user, result)) {
           bias = add->bias;
+          biasBroadcast = add->broadcast;
           result = add->result();
           absorbed.push_back(add->op);
         }
@@ -165,6 +167,8 @@ struct RaiseMatmul : OpRewritePattern<MatmulOpTy> {
     rewriter.replaceAllUsesWith(result, gemm.getResult());
     for (Operation *dead : llvm::reverse(absorbed))
       rewriter.eraseOp(dead);
+    if (biasBroadcast && biasBroadcast->use_empty())
+      rewriter.eraseOp(biasBroadcast);
     rewriter.eraseOp(op);
 
     ++counters->gemms;

@@ -24,11 +24,14 @@ enum class WeightLayout { KN, NK };
 
 /// A bias vector added to every row of a matmul result.
 struct BiasAdd {
-  /// The op adding the bias: a `linalg.generic` or a `linalg.add` of a
-  /// `linalg.broadcast`.
+  /// The op adding the bias: a `linalg.generic` or a `linalg.add`.
   Operation *op = nullptr;
   /// The 1-D bias of length N.
   Value bias;
+  /// The op broadcasting `bias` to the result's shape for `op`, if any (a
+  /// `linalg.broadcast`, or torch-mlir's broadcasting `linalg.generic`): dead
+  /// once `op` is gone, unless something else reads it.
+  Operation *broadcast = nullptr;
   Value result() const { return op->getResult(0); }
 };
 
@@ -79,7 +82,11 @@ std::optional<MatmulInfo> matchMatmul(Operation *op);
 bool isGemmElementTypes(Operation *op, Type ab, Type b, Type c);
 
 /// Recognizes `user` as adding a length-N vector to `matmulResult` along its
-/// last dimension (broadcast over the others), with the result's type.
+/// last dimension (broadcast over the others), with the result's type: a
+/// `linalg.generic` reading the vector along the last dim or through a row
+/// broadcast, whose body adds it (possibly multiplied by exactly 1, torch's
+/// `alpha`), or a `linalg.add` of a row broadcast. Any other multiplier is
+/// not a bias-add.
 std::optional<BiasAdd> matchBiasAdd(Operation *user, Value matmulResult);
 
 /// The scalar of a `linalg.fill` of a constant into a `tensor.empty`, if

@@ -33,17 +33,22 @@ def MergeParallelMatmulsPass : Pass<"linfuse-merge-parallel-matmuls"> {
     Recognized forms: default and transposed-B `indexing_maps` (nn.Linear's
     `[out, in]` weights), a `linalg.transpose` of the weight feeding a plain
     matmul (torch-mlir), batch matmuls with per-batch weights, different N
-    per member (GQA), dynamic M. When every member is followed by the same
-    kind of bias-add (a broadcast `linalg.generic` add or `linalg.add` of a
-    `linalg.broadcast`), the biases are concatenated too and one bias-add
-    runs on the merged result; members with and without bias are never
-    merged together.
+    per member (GQA), dynamic M. When every member is followed by a bias-add
+    (a `linalg.generic` adding a vector along the last dim, directly or
+    through torch-mlir's broadcasting `linalg.generic`, possibly times
+    torch's `alpha` of exactly 1; or `linalg.add` of a broadcast), the
+    biases are concatenated too and one bias-add runs on the merged result;
+    members with and without bias are never merged together.
 
     Legality: one group holds one element type per operand and result, the
     same K, indexing map of the shared operand and bias structure; no member
     may depend on another, and the merged op is placed after every operand it
-    needs and before every user of a member. Accumulators that are all the
-    same constant fill become one fill; otherwise they are concatenated.
+    needs and before every user of a member. Weight preprocessing computed
+    from constants and `linfuse.weight` arguments alone (casts, transposes,
+    reshapes, dequantization: side-effect free, reading no matmul) does not
+    limit placement: what of it comes after the merged op is cloned there
+    and the originals die. Accumulators that are all the same constant fill
+    become one fill; otherwise they are concatenated.
 
     With `merge-shared-rhs`, matmuls reading the same weight from different
     inputs are merged along M (inputs concatenated, results sliced by rows).
@@ -195,8 +200,10 @@ def RaiseToGemmPass : Pass<"linfuse-raise-to-gemm"> {
     * a `linalg.fill` of zero as the accumulator becomes `beta = 0`, and the
       GEMM writes the filled tensor's destination without reading it;
     * a bias-add that is the matmul's only user (`linalg.generic` adding a
-      vector along the last dimension, or `linalg.add` of a
-      `linalg.broadcast`) becomes the `bias` operand;
+      vector along the last dimension, directly or through a broadcasting
+      `linalg.generic` as torch-mlir emits it, possibly times an `alpha` of
+      exactly 1; or `linalg.add` of a broadcast) becomes the `bias`
+      operand;
     * an element-wise activation that is the only user of that result
       becomes the `epilogue`: relu, gelu (erf or tanh form) or silu. The
       activation is recognized by evaluating its body, not by the order of
@@ -231,10 +238,14 @@ def RaiseToGemmPass : Pass<"linfuse-raise-to-gemm"> {
 }
 
 def FoldConstantWeightsPass : Pass<"linfuse-fold-constant-weights"> {
-  let summary = "Concatenate and transpose constant weights at compile time";
+  let summary = "Concatenate, transpose and cast constant weights at compile time";
   let description = [{
-    Folds `tensor.concat` of constants and `linalg.transpose` of a constant
-    into a single `arith.constant`. The data moves through the constants'
+    Folds `tensor.concat` of constants, `linalg.transpose`,
+    `tensor.collapse_shape` and `tensor.expand_shape` of a constant, and an
+    element-wise float cast of a constant (a `linalg.generic` with identity
+    maps whose body is one `arith.extf` or `arith.truncf`, as torch-mlir
+    casts bf16/f16 weights to f32; rounded to nearest even) into a single
+    `arith.constant`. The data moves through the constants'
     raw buffers (memcpy of rows), never element by element through
     attributes, so multi-megabyte weights fold quickly. Inputs may be
     `dense<...>` or `dense_resource<...>`; results of at least
