@@ -118,6 +118,12 @@ def SpecializeContractionsPass : Pass<"linfuse-specialize-contractions"> {
     (convolutions), several M/N/K or batch dimensions, a batch dimension
     that is not leading, dot products.
 
+    Upstream's `--linalg-specialize-generic-ops` is not used: in MLIR 22 it
+    drops transposed operand maps (a wrong matmul when M is dynamic) and
+    treats any unary op around an operand as a cast (`exp(a) * b` becomes a
+    matmul); it leaves `linalg.contract` and matvec alone. Measurements in
+    docs/MergeParallelMatmuls.md.
+
     Statistics: `contractions-specialized`.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
