@@ -3,7 +3,7 @@
 // The result verifies, and upstream's mlir-opt reads it (upstream ops only).
 // RUN: linfuse-opt %s -split-input-file --linfuse-specialize-contractions | %mlir-opt -split-input-file --verify-each -o /dev/null
 // RUN: linfuse-opt %s -split-input-file --linfuse-specialize-contractions --mlir-pass-statistics -o /dev/null 2>&1 | FileCheck %s --check-prefix=STATS
-// STATS: 9 contractions-specialized
+// STATS: 11 contractions-specialized
 
 #mk = affine_map<(m, n, k) -> (m, k)>
 #kn = affine_map<(m, n, k) -> (k, n)>
@@ -139,6 +139,25 @@ func.func @matvec(%a: tensor<32x64xf32>, %x: tensor<64xf32>) -> tensor<32xf32> {
   %f = linalg.fill ins(%zero : f32) outs(%e : tensor<32xf32>) -> tensor<32xf32>
   %r = linalg.matvec ins(%a, %x : tensor<32x64xf32>, tensor<64xf32>) outs(%f : tensor<32xf32>) -> tensor<32xf32>
   return %r : tensor<32xf32>
+}
+
+// -----
+
+// A decode chain W2·(W1·x): the second matvec reads the first one's row
+// (no collapse/expand between them), so the chain stays a matmul chain.
+// CHECK-LABEL: func.func @matvec_chain
+// CHECK-SAME:    (%[[W1:.*]]: tensor<32x64xf32>, %[[W2:.*]]: tensor<8x32xf32>, %[[X:.*]]: tensor<64xf32>, %[[A1:.*]]: tensor<1x32xf32>, %[[A2:.*]]: tensor<1x8xf32>)
+// CHECK-NEXT:    %[[XR:.*]] = tensor.expand_shape %[[X]] {{\[}}[0, 1]] output_shape [1, 64] : tensor<64xf32> into tensor<1x64xf32>
+// CHECK-NEXT:    %[[H:.*]] = linalg.matmul indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}] ins(%[[XR]], %[[W1]] : tensor<1x64xf32>, tensor<32x64xf32>) outs(%[[A1]] : tensor<1x32xf32>) -> tensor<1x32xf32>
+// CHECK-NEXT:    %[[Y:.*]] = linalg.matmul indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}] ins(%[[H]], %[[W2]] : tensor<1x32xf32>, tensor<8x32xf32>) outs(%[[A2]] : tensor<1x8xf32>) -> tensor<1x8xf32>
+// CHECK-NEXT:    %[[YC:.*]] = tensor.collapse_shape %[[Y]] {{\[}}[0, 1]] : tensor<1x8xf32> into tensor<8xf32>
+// CHECK-NEXT:    return %[[YC]]
+func.func @matvec_chain(%w1: tensor<32x64xf32>, %w2: tensor<8x32xf32>, %x: tensor<64xf32>, %a1: tensor<1x32xf32>, %a2: tensor<1x8xf32>) -> tensor<8xf32> {
+  %i1 = tensor.collapse_shape %a1 [[0, 1]] : tensor<1x32xf32> into tensor<32xf32>
+  %h = linalg.matvec ins(%w1, %x : tensor<32x64xf32>, tensor<64xf32>) outs(%i1 : tensor<32xf32>) -> tensor<32xf32>
+  %i2 = tensor.collapse_shape %a2 [[0, 1]] : tensor<1x8xf32> into tensor<8xf32>
+  %y = linalg.matvec ins(%w2, %h : tensor<8x32xf32>, tensor<32xf32>) outs(%i2 : tensor<8xf32>) -> tensor<8xf32>
+  return %y : tensor<8xf32>
 }
 
 // -----

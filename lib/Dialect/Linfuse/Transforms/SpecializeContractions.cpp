@@ -228,6 +228,13 @@ bool looksLikeContraction(linalg::LinalgOp op) {
   });
 }
 
+/// How [b?, 1, X] collapses to [b?, X].
+SmallVector<ReassociationIndices> unitRowGroups(bool batched) {
+  if (batched)
+    return {{0}, {1, 2}};
+  return {{0, 1}};
+}
+
 /// `v` [b?, K] as [b?, 1, K] (or its init [b?, N] as [b?, 1, N]). A
 /// constant fill of a `tensor.empty` is re-created in the new shape, so
 /// that the merge and the GEMM's beta = 0 still recognize it.
@@ -238,6 +245,13 @@ Value insertUnitRow(RewriterBase &rewriter, Location loc, Value v,
   SmallVector<int64_t> shape(type.getShape());
   shape.insert(shape.begin() + pos, 1);
   auto expandedType = RankedTensorType::get(shape, type.getElementType());
+  SmallVector<ReassociationIndices> groups = unitRowGroups(batched);
+  // The collapsed result of a specialized matvec feeding the next: its
+  // one-row source, so that decode chains (W2·(W1·x)) stay matmul chains.
+  if (auto collapse = v.getDefiningOp<tensor::CollapseShapeOp>())
+    if (collapse.getSrcType() == expandedType &&
+        collapse.getReassociationIndices() == groups)
+      return collapse.getSrc();
   if (auto fill = v.getDefiningOp<linalg::FillOp>())
     if (auto empty = fill.getOutputs()[0].getDefiningOp<tensor::EmptyOp>()) {
       SmallVector<OpFoldResult> sizes = empty.getMixedSizes();
@@ -248,9 +262,6 @@ Value insertUnitRow(RewriterBase &rewriter, Location loc, Value v,
                                     newEmpty)
           ->getResult(0);
     }
-  SmallVector<ReassociationIndices> groups =
-      batched ? SmallVector<ReassociationIndices>{{0}, {1, 2}}
-              : SmallVector<ReassociationIndices>{{0, 1}};
   return tensor::ExpandShapeOp::create(rewriter, loc, expandedType, v, groups);
 }
 
@@ -307,11 +318,9 @@ struct SpecializeContraction : OpInterfaceRewritePattern<linalg::LinalgOp> {
                                         ValueRange{init}, {mapsAttr});
     Value result = matmul->getResult(0);
     if (plan->rowVector) {
-      SmallVector<ReassociationIndices> groups =
-          plan->batched ? SmallVector<ReassociationIndices>{{0}, {1, 2}}
-                        : SmallVector<ReassociationIndices>{{0, 1}};
       result = tensor::CollapseShapeOp::create(
-          rewriter, loc, op->getResult(0).getType(), result, groups);
+          rewriter, loc, op->getResult(0).getType(), result,
+          unitRowGroups(plan->batched));
     }
 
     ++counters->contractions;
@@ -363,6 +372,8 @@ struct SpecializeContractionsPass
     GreedyRewriteConfig config;
     config.enableFolding(false);
     config.setStrictness(GreedyRewriteStrictness::ExistingOps);
+    // Producers first: a matvec feeding another is a one-row matmul by then.
+    config.setUseTopDownTraversal(true);
     if (failed(
             applyPatternsGreedily(getOperation(), std::move(patterns), config)))
       return signalPassFailure();
