@@ -29,6 +29,9 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "linfuse-specialize-contractions"
 
 namespace mlir {
 namespace linfuse {
@@ -280,8 +283,11 @@ struct SpecializeContraction : OpInterfaceRewritePattern<linalg::LinalgOp> {
       return rewriter.notifyMatchFailure(op, "not a contraction candidate");
     std::string why;
     FailureOr<MatmulPlan> plan = planMatmul(op, why);
-    if (failed(plan))
+    if (failed(plan)) {
+      LLVM_DEBUG(llvm::dbgs() << "skip " << op->getName() << " at "
+                              << op.getLoc() << ": " << why << "\n");
       return rewriter.notifyMatchFailure(op, why);
+    }
 
     Location loc = op.getLoc();
     MLIRContext *ctx = op.getContext();
