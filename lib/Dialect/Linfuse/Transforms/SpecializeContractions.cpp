@@ -158,7 +158,7 @@ FailureOr<MatmulPlan> planMatmul(linalg::LinalgOp op, std::string &why) {
     return fail("no batch/M/N/K classification of the loops");
   if (dims->k.size() != 1)
     return fail(Twine(dims->k.size()) +
-                " reduction dimensions read by both inputs (one is a matmul)");
+                " reduction dimensions read by both inputs (a matmul has one)");
   if (dims->batch.size() > 1 || dims->m.size() > 1 || dims->n.size() > 1)
     return fail(Twine(dims->batch.size()) + " batch, " + Twine(dims->m.size()) +
                 " M and " + Twine(dims->n.size()) +
