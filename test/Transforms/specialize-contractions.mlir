@@ -3,7 +3,7 @@
 // The result verifies, and upstream's mlir-opt reads it (upstream ops only).
 // RUN: linfuse-opt %s -split-input-file --linfuse-specialize-contractions | %mlir-opt -split-input-file --verify-each -o /dev/null
 // RUN: linfuse-opt %s -split-input-file --linfuse-specialize-contractions --mlir-pass-statistics -o /dev/null 2>&1 | FileCheck %s --check-prefix=STATS
-// STATS: 11 contractions-specialized
+// STATS: 13 contractions-specialized
 
 #mk = affine_map<(m, n, k) -> (m, k)>
 #kn = affine_map<(m, n, k) -> (k, n)>
@@ -310,15 +310,74 @@ func.func @window(%x: tensor<8x64xf32>, %w: tensor<96x32xf32>, %acc: tensor<8x32
 
 // -----
 
-// Two batch dimensions (attention's [batch, heads, ...]): not rewritten.
-// CHECK-LABEL: func.func @two_batch_dims
-// CHECK-NOT:     linalg.batch_matmul
-// CHECK:         linalg.contract
-// REMARK: remark: not specialized to a matmul: 2 batch, 1 M and 1 N dimensions (a matmul has at most one of each)
-func.func @two_batch_dims(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, %acc: tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32> {
+// Two batch dimensions (attention's [batch, heads, ...] scores): they
+// collapse into one batch (no copies: leading dims of dense tensors).
+// CHECK-LABEL: func.func @attention_scores
+// CHECK-SAME:    (%[[Q:.*]]: tensor<2x4x8x16xf32>, %[[K:.*]]: tensor<2x4x8x16xf32>, %[[ACC:.*]]: tensor<2x4x8x8xf32>)
+// CHECK-NEXT:    %[[QC:.*]] = tensor.collapse_shape %[[Q]] {{\[}}[0, 1], [2], [3]] : tensor<2x4x8x16xf32> into tensor<8x8x16xf32>
+// CHECK-NEXT:    %[[KC:.*]] = tensor.collapse_shape %[[K]] {{\[}}[0, 1], [2], [3]] : tensor<2x4x8x16xf32> into tensor<8x8x16xf32>
+// CHECK-NEXT:    %[[AC:.*]] = tensor.collapse_shape %[[ACC]] {{\[}}[0, 1], [2], [3]] : tensor<2x4x8x8xf32> into tensor<8x8x8xf32>
+// CHECK-NEXT:    %[[S:.*]] = linalg.batch_matmul indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}] ins(%[[QC]], %[[KC]] : tensor<8x8x16xf32>, tensor<8x8x16xf32>) outs(%[[AC]] : tensor<8x8x8xf32>) -> tensor<8x8x8xf32>
+// CHECK-NEXT:    %[[R:.*]] = tensor.expand_shape %[[S]] {{\[}}[0, 1], [2], [3]] output_shape [2, 4, 8, 8] : tensor<8x8x8xf32> into tensor<2x4x8x8xf32>
+// CHECK-NEXT:    return %[[R]]
+// REMARK: remark: specialized linalg.contract to linalg.batch_matmul (f32 x f32 -> f32, transposed B, 4-D result as 3-D)
+func.func @attention_scores(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, %acc: tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32> {
   %r = linalg.contract indexing_maps = [affine_map<(b, h, m, n, d) -> (b, h, m, d)>, affine_map<(b, h, m, n, d) -> (b, h, n, d)>, affine_map<(b, h, m, n, d) -> (b, h, m, n)>]
     ins(%q, %k : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) outs(%acc : tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
   return %r : tensor<2x4x8x8xf32>
+}
+
+// -----
+
+// IREE's linear layer on [batch, seq, hidden] activations: two M loops,
+// collapsed into one M (dynamic), the weight [N, K] as it is; the zero
+// fill is re-created for the collapsed shape, the result expanded back.
+// CHECK-LABEL: func.func @linear_3d
+// CHECK-SAME:    (%[[X:.*]]: tensor<?x?x64xf16>, %[[W:.*]]: tensor<32x64xf16>)
+// CHECK:         %[[B:.*]] = tensor.dim %[[X]], %c0
+// CHECK-NEXT:    %[[S:.*]] = tensor.dim %[[X]], %c1
+// CHECK-NEXT:    %[[E:.*]] = tensor.empty(%[[B]], %[[S]]) : tensor<?x?x32xf32>
+// CHECK-NEXT:    %[[XC:.*]] = tensor.collapse_shape %[[X]] {{\[}}[0, 1], [2]] : tensor<?x?x64xf16> into tensor<?x64xf16>
+// CHECK-NEXT:    %[[EC:.*]] = tensor.collapse_shape %[[E]] {{\[}}[0, 1], [2]] : tensor<?x?x32xf32> into tensor<?x32xf32>
+// CHECK-NEXT:    %[[M:.*]] = tensor.dim %[[EC]], %c0
+// CHECK-NEXT:    %[[E2:.*]] = tensor.empty(%[[M]]) : tensor<?x32xf32>
+// CHECK-NEXT:    %[[F:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E2]] : tensor<?x32xf32>) -> tensor<?x32xf32>
+// CHECK-NEXT:    %[[MM:.*]] = linalg.matmul indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}] ins(%[[XC]], %[[W]] : tensor<?x64xf16>, tensor<32x64xf16>) outs(%[[F]] : tensor<?x32xf32>) -> tensor<?x32xf32>
+// CHECK-NEXT:    %[[R:.*]] = tensor.expand_shape %[[MM]] {{\[}}[0, 1], [2]] output_shape [%[[B]], %[[S]], 32] : tensor<?x32xf32> into tensor<?x?x32xf32>
+// CHECK-NEXT:    return %[[R]]
+// REMARK: remark: specialized linalg.generic to linalg.matmul (f16 x f16 -> f32, transposed B, 3-D result as 2-D)
+func.func @linear_3d(%x: tensor<?x?x64xf16>, %w: tensor<32x64xf16>) -> tensor<?x?x32xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant 0.0 : f32
+  %b = tensor.dim %x, %c0 : tensor<?x?x64xf16>
+  %s = tensor.dim %x, %c1 : tensor<?x?x64xf16>
+  %e = tensor.empty(%b, %s) : tensor<?x?x32xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?x?x32xf32>) -> tensor<?x?x32xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(b, s, n, k) -> (b, s, k)>, affine_map<(b, s, n, k) -> (n, k)>, affine_map<(b, s, n, k) -> (b, s, n)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+    ins(%x, %w : tensor<?x?x64xf16>, tensor<32x64xf16>) outs(%f : tensor<?x?x32xf32>) {
+  ^bb0(%a: f16, %bb: f16, %c: f32):
+    %ea = arith.extf %a : f16 to f32
+    %eb = arith.extf %bb : f16 to f32
+    %p = arith.mulf %ea, %eb : f32
+    %t = arith.addf %c, %p : f32
+    linalg.yield %t : f32
+  } -> tensor<?x?x32xf32>
+  return %r : tensor<?x?x32xf32>
+}
+
+// -----
+
+// Two reduction dimensions (a contraction over heads and head_dim): not a
+// matmul without reshaping K, left alone.
+// CHECK-LABEL: func.func @two_k_dims
+// CHECK-NOT:     linalg.matmul
+// CHECK:         linalg.contract
+// REMARK: remark: not specialized to a matmul: 2 reduction dimensions read by both inputs (a matmul has one)
+func.func @two_k_dims(%x: tensor<8x4x16xf32>, %w: tensor<4x16x32xf32>, %acc: tensor<8x32xf32>) -> tensor<8x32xf32> {
+  %r = linalg.contract indexing_maps = [affine_map<(m, n, h, d) -> (m, h, d)>, affine_map<(m, n, h, d) -> (h, d, n)>, affine_map<(m, n, h, d) -> (m, n)>]
+    ins(%x, %w : tensor<8x4x16xf32>, tensor<4x16x32xf32>) outs(%acc : tensor<8x32xf32>) -> tensor<8x32xf32>
+  return %r : tensor<8x32xf32>
 }
 
 // -----
@@ -327,7 +386,7 @@ func.func @two_batch_dims(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, %a
 // CHECK-LABEL: func.func @inner_batch
 // CHECK-NOT:     linalg.batch_matmul
 // CHECK:         linalg.contract
-// REMARK: remark: not specialized to a matmul: the batch dimension is not the leading one of every operand
+// REMARK: remark: not specialized to a matmul: the batch dimensions do not lead every operand in one order
 func.func @inner_batch(%x: tensor<8x4x16xf32>, %w: tensor<4x16x32xf32>, %acc: tensor<4x8x32xf32>) -> tensor<4x8x32xf32> {
   %r = linalg.contract indexing_maps = [affine_map<(b, m, n, k) -> (m, b, k)>, affine_map<(b, m, n, k) -> (b, k, n)>, affine_map<(b, m, n, k) -> (b, m, n)>]
     ins(%x, %w : tensor<8x4x16xf32>, tensor<4x16x32xf32>) outs(%acc : tensor<4x8x32xf32>) -> tensor<4x8x32xf32>

@@ -55,6 +55,10 @@ struct MatmulPlan {
   bool lhsTransposed = false;
   bool rhsTransposed = false;
   bool rowVector = false;
+  /// When several batch or M loops become one (a linear layer on
+  /// [batch, seq, hidden] activations): how the left operand, the right
+  /// operand and the result collapse. Empty when nothing collapses.
+  SmallVector<ReassociationIndices> lhsGroups, rhsGroups, outGroups;
 };
 
 /// Why `body` is not `yield(acc + cvt(a) * cvt(b))`, where `cvt` is
@@ -159,10 +163,6 @@ FailureOr<MatmulPlan> planMatmul(linalg::LinalgOp op, std::string &why) {
   if (dims->k.size() != 1)
     return fail(Twine(dims->k.size()) +
                 " reduction dimensions read by both inputs (a matmul has one)");
-  if (dims->batch.size() > 1 || dims->m.size() > 1 || dims->n.size() > 1)
-    return fail(Twine(dims->batch.size()) + " batch, " + Twine(dims->m.size()) +
-                " M and " + Twine(dims->n.size()) +
-                " N dimensions (a matmul has at most one of each)");
   if (dims->m.empty() && dims->n.empty())
     return fail("a dot product (no M or N dimension)");
   unsigned numBatch = dims->batch.size();
@@ -174,45 +174,89 @@ FailureOr<MatmulPlan> planMatmul(linalg::LinalgOp op, std::string &why) {
   for (unsigned d = 0; d < numLoops; ++d)
     if ((iterators[d] == utils::IteratorType::reduction) != (d == dims->k[0]))
       return fail("the iterator types do not match the K dimension");
-  if (numBatch && !llvm::all_of(maps, [&](AffineMap m) {
-        return m.getResult(0) ==
-               getAffineDimExpr(dims->batch[0], op.getContext());
+  // Batch dims lead every operand, in one order.
+  ArrayRef<AffineExpr> batchExprs = maps[2].getResults().take_front(numBatch);
+  if (!llvm::all_of(dims->batch,
+                    [&](unsigned d) {
+                      return llvm::is_contained(
+                          batchExprs, getAffineDimExpr(d, op.getContext()));
+                    }) ||
+      !llvm::all_of(maps, [&](AffineMap m) {
+        return m.getResults().take_front(numBatch) == batchExprs;
       }))
-    return fail("the batch dimension is not the leading one of every "
-                "operand");
+    return fail("the batch dimensions do not lead every operand in one "
+                "order");
 
   unsigned k = dims->k[0];
+  // The result's dims after the batch: the row dims (one, or several that
+  // collapse into one) and the column dim last.
   SmallVector<unsigned> out = dimsAfter(maps[2], numBatch);
-  MatmulPlan plan;
-  plan.batched = numBatch == 1;
-  // The left operand holds the result's first (row) dimension; a matvec's
-  // vector (which has no row) becomes a one-row left operand, so that
-  // matvecs reading the same vector share their left operand.
-  bool firstIsM = llvm::is_contained(dims->m, out.front());
-  unsigned lhsIndex;
-  if (out.size() == 2) {
-    lhsIndex = firstIsM ? 0 : 1;
-  } else {
-    plan.rowVector = true;
-    lhsIndex = firstIsM ? 1 : 0;
-  }
   unsigned n = out.back();
+  SmallVector<unsigned> rows(out.begin(), out.end() - 1);
+  MatmulPlan plan;
+  plan.batched = numBatch > 0;
+  // The left operand holds the result's rows; a matvec's vector (which has
+  // no row) becomes a one-row left operand, so that matvecs reading the
+  // same vector share their left operand.
+  unsigned lhsIndex;
+  if (rows.empty()) {
+    plan.rowVector = true;
+    lhsIndex = llvm::is_contained(dims->m, n) ? 1 : 0;
+  } else {
+    lhsIndex = llvm::is_contained(dims->n, n) ? 0 : 1;
+    const SmallVector<unsigned, 2> &rowDims = lhsIndex ? dims->n : dims->m;
+    const SmallVector<unsigned, 2> &colDims = lhsIndex ? dims->m : dims->n;
+    if (colDims.size() != 1 || rowDims.size() != rows.size())
+      return fail(Twine(dims->m.size()) + " M and " + Twine(dims->n.size()) +
+                  " N dimensions, the result's last not the only one of its "
+                  "kind");
+  }
+  if (plan.rowVector && numBatch > 1)
+    return fail("a matrix-vector product with several batch dimensions");
   plan.lhs = op.getDpsInputOperand(lhsIndex)->get();
   plan.rhs = op.getDpsInputOperand(1 - lhsIndex)->get();
   SmallVector<unsigned> lhsDims = dimsAfter(maps[lhsIndex], numBatch);
   SmallVector<unsigned> rhsDims = dimsAfter(maps[1 - lhsIndex], numBatch);
+
+  // The left operand: rows then K, or K then rows (each contiguous).
   std::optional<bool> lhsTransposed;
-  if (!plan.rowVector)
-    lhsTransposed = orderOf(lhsDims, out.front(), k);
-  else if (lhsDims == ArrayRef<unsigned>{k})
+  SmallVector<unsigned> rowsThenK(rows), kThenRows{k};
+  rowsThenK.push_back(k);
+  kThenRows.append(rows);
+  if (lhsDims == rowsThenK)
     lhsTransposed = false;
+  else if (lhsDims == kThenRows)
+    lhsTransposed = true;
   std::optional<bool> rhsTransposed = orderOf(rhsDims, k, n);
   if (!lhsTransposed)
-    return fail("unexpected left operand layout");
+    return fail("the left operand is not (batch..., rows..., K) or (batch..., "
+                "K, rows...)");
   if (!rhsTransposed)
     return fail("unexpected right operand layout");
   plan.lhsTransposed = *lhsTransposed;
   plan.rhsTransposed = *rhsTransposed;
+
+  if (numBatch > 1 || rows.size() > 1) {
+    // Groups over each operand's dims: the batch, then its other dims.
+    auto groups = [&](ArrayRef<ArrayRef<unsigned>> runs) {
+      SmallVector<ReassociationIndices> result;
+      int64_t next = 0;
+      for (ArrayRef<unsigned> run : runs) {
+        if (run.empty())
+          continue;
+        ReassociationIndices group;
+        for (size_t i = 0; i < run.size(); ++i)
+          group.push_back(next++);
+        result.push_back(group);
+      }
+      return result;
+    };
+    ArrayRef<unsigned> batch(dims->batch), kDim(k), nDim(n);
+    plan.lhsGroups = plan.lhsTransposed ? groups({batch, kDim, rows})
+                                        : groups({batch, rows, kDim});
+    plan.rhsGroups = groups({batch, kDim, nDim});
+    plan.outGroups = groups({batch, rows, nDim});
+  }
   return plan;
 }
 
@@ -268,6 +312,37 @@ Value insertUnitRow(RewriterBase &rewriter, Location loc, Value v,
   return tensor::ExpandShapeOp::create(rewriter, loc, expandedType, v, groups);
 }
 
+/// The sizes of `v`, taken from the `tensor.empty` behind a fill when
+/// there is one (so that the fill itself can go away).
+SmallVector<OpFoldResult> sizesOf(OpBuilder &b, Location loc, Value v) {
+  if (auto fill = v.getDefiningOp<linalg::FillOp>())
+    if (auto empty = fill.getOutputs()[0].getDefiningOp<tensor::EmptyOp>())
+      return empty.getMixedSizes();
+  return tensor::getMixedSizes(b, loc, v);
+}
+
+/// `v` with the dims of each of `groups` collapsed into one; a constant
+/// fill of a `tensor.empty` becomes a fill of an empty of the collapsed
+/// shape (what the merge and the GEMM's beta = 0 recognize).
+Value collapseGroups(RewriterBase &rewriter, Location loc, Value v,
+                     ArrayRef<ReassociationIndices> groups) {
+  if (llvm::all_of(groups,
+                   [](const ReassociationIndices &g) { return g.size() == 1; }))
+    return v;
+  auto fill = v.getDefiningOp<linalg::FillOp>();
+  auto empty = fill ? fill.getOutputs()[0].getDefiningOp<tensor::EmptyOp>()
+                    : tensor::EmptyOp();
+  if (!empty)
+    return tensor::CollapseShapeOp::create(rewriter, loc, v, groups);
+  Value collapsedEmpty =
+      tensor::CollapseShapeOp::create(rewriter, loc, empty, groups);
+  Value newEmpty = tensor::EmptyOp::create(
+      rewriter, loc, tensor::getMixedSizes(rewriter, loc, collapsedEmpty),
+      getElementTypeOrSelf(v));
+  return linalg::FillOp::create(rewriter, loc, fill.getInputs()[0], newEmpty)
+      ->getResult(0);
+}
+
 struct SpecializeCounters {
   int64_t contractions = 0;
 };
@@ -293,9 +368,15 @@ struct SpecializeContraction : OpInterfaceRewritePattern<linalg::LinalgOp> {
     MLIRContext *ctx = op.getContext();
     Value lhs = plan->lhs;
     Value init = op.getDpsInitOperand(0)->get();
+    Value rhs = plan->rhs;
     if (plan->rowVector) {
       lhs = insertUnitRow(rewriter, loc, lhs, plan->batched);
       init = insertUnitRow(rewriter, loc, init, plan->batched);
+    }
+    if (!plan->outGroups.empty()) {
+      lhs = collapseGroups(rewriter, loc, lhs, plan->lhsGroups);
+      rhs = collapseGroups(rewriter, loc, rhs, plan->rhsGroups);
+      init = collapseGroups(rewriter, loc, init, plan->outGroups);
     }
 
     // Loops (b,) m, n, k.
@@ -316,17 +397,21 @@ struct SpecializeContraction : OpInterfaceRewritePattern<linalg::LinalgOp> {
     Operation *matmul;
     if (plan->batched)
       matmul = linalg::BatchMatmulOp::create(rewriter, loc, init.getType(),
-                                             ValueRange{lhs, plan->rhs},
+                                             ValueRange{lhs, rhs},
                                              ValueRange{init}, {mapsAttr});
     else
       matmul = linalg::MatmulOp::create(rewriter, loc, init.getType(),
-                                        ValueRange{lhs, plan->rhs},
-                                        ValueRange{init}, {mapsAttr});
+                                        ValueRange{lhs, rhs}, ValueRange{init},
+                                        {mapsAttr});
     Value result = matmul->getResult(0);
     if (plan->rowVector) {
       result = tensor::CollapseShapeOp::create(
           rewriter, loc, op->getResult(0).getType(), result,
           unitRowGroups(plan->batched));
+    } else if (!plan->outGroups.empty()) {
+      result = tensor::ExpandShapeOp::create(
+          rewriter, loc, op->getResult(0).getType(), result, plan->outGroups,
+          sizesOf(rewriter, loc, op.getDpsInitOperand(0)->get()));
     }
 
     ++counters->contractions;
@@ -343,6 +428,10 @@ struct SpecializeContraction : OpInterfaceRewritePattern<linalg::LinalgOp> {
         os << ", transposed B";
       if (plan->rowVector)
         os << ", " << describeValue(plan->lhs) << " as one row";
+      if (!plan->outGroups.empty())
+        os << ", " << cast<ShapedType>(op->getResult(0).getType()).getRank()
+           << "-D result as " << cast<ShapedType>(init.getType()).getRank()
+           << "-D";
       os << ")";
       emitOptimizationRemark(matmul, what);
     }

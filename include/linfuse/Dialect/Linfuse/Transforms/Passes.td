@@ -92,7 +92,10 @@ def SpecializeContractionsPass : Pass<"linfuse-specialize-contractions"> {
     A matrix-vector product becomes a one-row matmul over the vector
     (`tensor.expand_shape` to 1×K, the result collapsed back), the vector
     on the left: matvecs reading the same vector then share their left
-    operand and merge like Q/K/V projections.
+    operand and merge like Q/K/V projections. Several batch loops (attention
+    scores over [batch, heads, ...]) or several M loops (a linear layer on
+    [batch, seq, hidden] activations) collapse into one with
+    `tensor.collapse_shape` (no copy), the result expanded back.
 
     ```mlir
     #mk = affine_map<(m, n, k) -> (m, k)>
@@ -115,8 +118,8 @@ def SpecializeContractionsPass : Pass<"linfuse-specialize-contractions"> {
     contractions, bodies with anything besides the multiply-add and the
     extensions (a scale, a `truncf` of the accumulator every step, a unary
     op on an operand), maps that are not projected permutations
-    (convolutions), several M/N/K or batch dimensions, a batch dimension
-    that is not leading, dot products.
+    (convolutions), several K or N dimensions, batch dimensions that do
+    not lead every operand, dot products.
 
     Upstream's `--linalg-specialize-generic-ops` is not used: in MLIR 22 it
     drops transposed operand maps (a wrong matmul when M is dynamic) and
