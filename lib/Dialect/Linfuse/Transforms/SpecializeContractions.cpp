@@ -142,8 +142,8 @@ FailureOr<MatmulPlan> planMatmul(linalg::LinalgOp op, std::string &why) {
   Type bType = getElementTypeOrSelf(op.getDpsInputOperand(1)->get());
   if (!isa<FloatType>(accType) || !isa<FloatType>(aType) ||
       !isa<FloatType>(bType))
-    return fail("not a floating-point contraction (integer contractions "
-                "are left to the integer GEMM path)");
+    return fail("not a floating-point contraction (integer bodies, whose "
+                "extsi/extui decide the signedness, are not recognized yet)");
   for (Value v : op->getOperands())
     if (auto t = dyn_cast<RankedTensorType>(v.getType()); !t || t.getEncoding())
       return fail("an operand is not a plain ranked tensor");
