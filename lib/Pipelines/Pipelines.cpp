@@ -85,6 +85,10 @@ void mlir::linfuse::buildOptimizePipeline(
     else
       pm.addPass(createEntryChecksPass());
   }
+  // Contractions in any spelling (IREE's f16 generics, linalg.contract,
+  // matvec) become linalg.matmul, which everything after handles; CSE then
+  // unifies the one-row views of a vector that several matvecs read.
+  pm.addPass(createSpecializeContractionsPass());
   pm.addPass(createCSEPass());
   pm.addPass(createFoldMatmulChainsPass());
   pm.addPass(createMergeParallelMatmulsPass());
@@ -129,6 +133,9 @@ static void addBufferization(OpPassManager &pm) {
 static void addGemmsAndBuffers(OpPassManager &pm, StringRef target,
                                bool epilogues, bool runtimeChecks) {
   pm.addPass(createRejectUndefinedOpsPass());
+  // Unoptimized input (--no-optimize) may still spell its GEMMs as generics
+  // or matvecs: they go to the library too, not to loops.
+  pm.addPass(createSpecializeContractionsPass());
   RaiseToGemmPassOptions raise;
   raise.epilogues = epilogues;
   raise.target = target.str();
@@ -235,8 +242,9 @@ void mlir::linfuse::buildLowerToCUDAPipeline(
 void mlir::linfuse::registerLinfusePipelines() {
   PassPipelineRegistration<OptimizePipelineOptions>(
       "linfuse-optimize",
-      "Target-independent linfuse pipeline: inline, cse, fold matmul "
-      "chains, merge parallel matmuls, fold constant weights, canonicalize, "
+      "Target-independent linfuse pipeline: inline, specialize "
+      "contractions to matmuls, cse, fold matmul chains, merge parallel "
+      "matmuls, fold constant weights, canonicalize, "
       "cse (with lift-weights=true: then lift weight packing). Emits upstream "
       "linalg/tensor/arith/func ops only.",
       buildOptimizePipeline);

@@ -16,6 +16,8 @@ _KINDS = [
     ("not-merged", re.compile(r"^not merged with the matmul at (?P<other>\S+), both reading "
                               r"(?P<shared>\S+): (?P<why>.*)$")),
     ("lift", re.compile(r"^lifted (?P<count>\d+) weight-only ops of @(?P<function>\S+)")),
+    ("specialize", re.compile(r"^specialized (?P<op>\S+) to (?P<named>\S+) \((?P<what>.*)\)$")),
+    ("not-specialized", re.compile(r"^not specialized to a matmul: (?P<why>.*)$")),
     ("gemm", re.compile(r"^raised to linfuse\.gemm(?P<what>.*)$")),
 ]
 
@@ -26,8 +28,10 @@ class Remark:
 
     `kind` is "merge", "not-merged" (a matmul reading the same input as an
     earlier one that was not merged with it; `details["why"]` says why),
-    "fold", "not-folded", "lift", "gemm" (a matmul became
-    a library GEMM call) or "other"; `details` holds the numbers the message
+    "fold", "not-folded", "lift", "specialize" (a contraction in another
+    spelling, `details["op"]`, became `details["named"]`), "not-specialized"
+    (a contraction-looking op left alone; `details["why"]`), "gemm" (a
+    matmul became a library GEMM call) or "other"; `details` holds the numbers the message
     states (for a merge: count, shared, shape).
     """
 

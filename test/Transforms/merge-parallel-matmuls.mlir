@@ -170,6 +170,36 @@ func.func @batch_matmul_nonzero_init(%x: tensor<4x?x32xbf16>, %w0: tensor<4x32x1
 
 // -----
 
+// Per-batch weights of a dynamic batch (the input's), one of them [N, K]:
+// merged too; the transpose and the slices take the batch at run time.
+// CHECK-LABEL: func.func @batch_matmul_dynamic_batch
+// CHECK-SAME:    (%[[X:.*]]: tensor<?x5x16xf32>, %[[W0:.*]]: tensor<?x16x8xf32>, %[[W1:.*]]: tensor<?x12x16xf32>)
+// CHECK:         %[[WB:.*]] = tensor.dim %[[W0]], %{{.*}} : tensor<?x16x8xf32>
+// CHECK-NEXT:    %[[TE:.*]] = tensor.empty(%[[WB]]) : tensor<?x8x16xf32>
+// CHECK-NEXT:    %[[T:.*]] = linalg.transpose ins(%[[W0]] : tensor<?x16x8xf32>) outs(%[[TE]] : tensor<?x8x16xf32>) permutation = [0, 2, 1]
+// CHECK-NEXT:    %[[W:.*]] = tensor.concat dim(1) %[[T]], %[[W1]] : (tensor<?x8x16xf32>, tensor<?x12x16xf32>) -> tensor<?x20x16xf32>
+// CHECK-NEXT:    %[[B:.*]] = tensor.dim %[[X]], %{{.*}} : tensor<?x5x16xf32>
+// CHECK-NEXT:    %[[E:.*]] = tensor.empty(%[[B]]) : tensor<?x5x20xf32>
+// CHECK-NEXT:    %[[F:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E]] : tensor<?x5x20xf32>) -> tensor<?x5x20xf32>
+// CHECK-NEXT:    %[[MM:.*]] = linalg.batch_matmul indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}] ins(%[[X]], %[[W]] : tensor<?x5x16xf32>, tensor<?x20x16xf32>) outs(%[[F]] : tensor<?x5x20xf32>) -> tensor<?x5x20xf32>
+// CHECK-NEXT:    %[[S0:.*]] = tensor.extract_slice %[[MM]][0, 0, 0] [%[[B]], 5, 8] [1, 1, 1] : tensor<?x5x20xf32> to tensor<?x5x8xf32>
+// CHECK-NEXT:    %[[S1:.*]] = tensor.extract_slice %[[MM]][0, 0, 8] [%[[B]], 5, 12] [1, 1, 1] : tensor<?x5x20xf32> to tensor<?x5x12xf32>
+// CHECK-NEXT:    return %[[S0]], %[[S1]]
+func.func @batch_matmul_dynamic_batch(%x: tensor<?x5x16xf32>, %w0: tensor<?x16x8xf32>, %w1: tensor<?x12x16xf32>) -> (tensor<?x5x8xf32>, tensor<?x5x12xf32>) {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %b = tensor.dim %x, %c0 : tensor<?x5x16xf32>
+  %e8 = tensor.empty(%b) : tensor<?x5x8xf32>
+  %f8 = linalg.fill ins(%zero : f32) outs(%e8 : tensor<?x5x8xf32>) -> tensor<?x5x8xf32>
+  %y0 = linalg.batch_matmul ins(%x, %w0 : tensor<?x5x16xf32>, tensor<?x16x8xf32>) outs(%f8 : tensor<?x5x8xf32>) -> tensor<?x5x8xf32>
+  %e12 = tensor.empty(%b) : tensor<?x5x12xf32>
+  %f12 = linalg.fill ins(%zero : f32) outs(%e12 : tensor<?x5x12xf32>) -> tensor<?x5x12xf32>
+  %y1 = linalg.batch_matmul indexing_maps = [affine_map<(b, m, n, k) -> (b, m, k)>, affine_map<(b, m, n, k) -> (b, n, k)>, affine_map<(b, m, n, k) -> (b, m, n)>] ins(%x, %w1 : tensor<?x5x16xf32>, tensor<?x12x16xf32>) outs(%f12 : tensor<?x5x12xf32>) -> tensor<?x5x12xf32>
+  return %y0, %y1 : tensor<?x5x8xf32>, tensor<?x5x12xf32>
+}
+
+// -----
+
 // Mixed weight layouts (f16): the group takes the majority layout ([N, K]);
 // only the [K, N] weight is transposed before the concat.
 // CHECK-LABEL: func.func @mixed_layouts_f16

@@ -460,3 +460,32 @@ func.func @main(%x: tensor<4x8xf32>, %w1: tensor<8x16xf32>, %w2: tensor<8x16xf32
     assert missed.line == 14 and missed.details["shared"] == "%arg0"
     assert missed.details["other"] == "<input>:8:8"
     assert missed.details["why"] == "one has a bias-add and the other not"
+
+
+def test_specialized_contractions_are_reported():
+    ir = """
+#mk = affine_map<(m, n, k) -> (m, k)>
+#nk = affine_map<(m, n, k) -> (n, k)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+func.func @main(%x: tensor<4x8xf16>, %w: tensor<16x8xf16>, %acc: tensor<4x16xf32>, %v: tensor<8xf32>, %u: tensor<8xf32>, %d: tensor<f32>) -> (tensor<4x16xf32>, tensor<f32>) {
+  %r = linalg.generic {indexing_maps = [#mk, #nk, #mn], iterator_types = ["parallel", "parallel", "reduction"]} ins(%x, %w : tensor<4x8xf16>, tensor<16x8xf16>) outs(%acc : tensor<4x16xf32>) {
+  ^bb0(%a: f16, %b: f16, %c: f32):
+    %ea = arith.extf %a : f16 to f32
+    %eb = arith.extf %b : f16 to f32
+    %p = arith.mulf %ea, %eb : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<4x16xf32>
+  %dot = linalg.dot ins(%v, %u : tensor<8xf32>, tensor<8xf32>) outs(%d : tensor<f32>) -> tensor<f32>
+  return %r, %dot : tensor<4x16xf32>, tensor<f32>
+}
+"""
+    _, report = linfuse.optimize(ir, return_report=True)
+    (done,) = report.of_kind("specialize")
+    assert done.details == {"op": "linalg.generic", "named": "linalg.matmul",
+                            "what": "f16 x f16 -> f32, transposed B"}
+    (left,) = report.of_kind("not-specialized")
+    assert left.line == 14
+    assert left.details["why"] == "a dot product (no M or N dimension)"
+    assert report.statistics["linfuse-specialize-contractions"] == {
+        "contractions-specialized": 1}

@@ -24,7 +24,8 @@ Value MatmulInfo::finalResult() const {
   return biasAdd ? biasAdd->result() : op->getResult(0);
 }
 int64_t MatmulInfo::weightBytes() const {
-  return getByteSize(cast<ShapedType>(weight.getType()));
+  auto type = cast<ShapedType>(weight.getType());
+  return type.hasStaticShape() ? getByteSize(type) : 0;
 }
 
 /// Builds `(d0, ..., d{n-1}) -> (d{dims[0]}, d{dims[1]}, ...)`.
@@ -126,10 +127,13 @@ std::optional<MatmulInfo> mlir::linfuse::matchMatmul(Operation *op) {
     }
   }
 
+  // K and N are static; a batch matmul's per-batch weights may have a
+  // dynamic batch (that of the input, like attention's per-sequence values).
   auto weightType = cast<RankedTensorType>(info.weight.getType());
-  if (!weightType.hasStaticShape())
-    return std::nullopt;
   unsigned wb = info.batched ? 1 : 0;
+  for (int64_t d : weightType.getShape().drop_front(wb))
+    if (ShapedType::isDynamic(d))
+      return std::nullopt;
   info.k =
       weightType.getDimSize(wb + (info.layout == WeightLayout::KN ? 0 : 1));
   info.n =
@@ -143,7 +147,8 @@ std::optional<MatmulInfo> mlir::linfuse::matchMatmul(Operation *op) {
   if (resType.getDimSize(b) != lhsType.getDimSize(lhsM) ||
       (info.batched && resType.getDimSize(0) != lhsType.getDimSize(0)))
     return std::nullopt;
-  if (weightType.getNumElements() > (int64_t(1) << 40))
+  if (weightType.hasStaticShape() &&
+      weightType.getNumElements() > (int64_t(1) << 40))
     return std::nullopt;
 
   if (op->getResult(0).hasOneUse())

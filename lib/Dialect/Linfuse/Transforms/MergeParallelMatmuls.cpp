@@ -482,8 +482,9 @@ static Value transposeLastTwo(OpBuilder &b, Location loc, Value weight) {
   int64_t rank = type.getRank();
   SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, rank));
   std::swap(perm[rank - 1], perm[rank - 2]);
-  SmallVector<int64_t> shape = applyPermutation(type.getShape(), perm);
-  Value init = tensor::EmptyOp::create(b, loc, shape, type.getElementType());
+  SmallVector<OpFoldResult> sizes =
+      applyPermutation(tensor::getMixedSizes(b, loc, weight), perm);
+  Value init = tensor::EmptyOp::create(b, loc, sizes, type.getElementType());
   return linalg::TransposeOp::create(b, loc, weight, init, perm)->getResult(0);
 }
 

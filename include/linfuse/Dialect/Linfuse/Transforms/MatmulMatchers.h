@@ -67,13 +67,15 @@ struct MatmulInfo {
   /// The value the rest of the program consumes: the bias-add result if
   /// there is one, else the matmul result.
   Value finalResult() const;
-  /// Size in bytes of the weight.
+  /// Size in bytes of the weight (0 when its batch is dynamic: unknown
+  /// until run time).
   int64_t weightBytes() const;
 };
 
 /// Recognizes `op` as a mergeable/foldable matmul: `linalg.matmul` or
 /// `linalg.batch_matmul` on ranked tensors with float element types, A and B
-/// of one type, plain or transposed A/B indexing maps, static K and N.
+/// of one type, plain or transposed A/B indexing maps, static K and N (a
+/// batch matmul's weight may have a dynamic batch).
 std::optional<MatmulInfo> matchMatmul(Operation *op);
 
 /// Whether the element types of a linalg matmul are a GEMM linfuse runs:

@@ -76,6 +76,68 @@ def MergeParallelMatmulsPass : Pass<"linfuse-merge-parallel-matmuls"> {
   ];
 }
 
+def SpecializeContractionsPass : Pass<"linfuse-specialize-contractions"> {
+  let summary = "Rewrite contractions in any spelling as linalg.matmul / "
+                "linalg.batch_matmul";
+  let description = [{
+    Recognizes a contraction by what it computes, not by its op name: a
+    `linalg.generic`, `linalg.contract`, `linalg.matvec`, `linalg.vecmat`,
+    `linalg.batch_matvec`, `linalg.batch_vecmat` (any linalg op on tensors
+    with two inputs and one result) whose body is exactly
+    `acc + cvt(a) * cvt(b)` (`cvt`: nothing or `arith.extf` to the
+    accumulator's type) and whose indexing maps are those of a (batch)
+    matmul with one M, N, K and batch dimension, plain or transposed, in any
+    loop order. Each becomes the `linalg.matmul` / `linalg.batch_matmul`
+    with explicit `indexing_maps` that the merge, the chain folding and the
+    raise to `linfuse.gemm` handle. Element types are kept exactly: an
+    f16 × f16 body accumulating in f32 is a `linalg.matmul` with f16 inputs
+    and an f32 result (its implicit cast is the `arith.extf`); a trailing
+    `arith.truncf` generic stays a separate element-wise op.
+
+    A matrix-vector product becomes a one-row matmul over the vector
+    (`tensor.expand_shape` to 1×K, the result collapsed back), the vector
+    on the left: matvecs reading the same vector then share their left
+    operand and merge like Q/K/V projections. Several batch loops (attention
+    scores over [batch, heads, ...]) or several M loops (a linear layer on
+    [batch, seq, hidden] activations) collapse into one with
+    `tensor.collapse_shape` (no copy), the result expanded back.
+
+    ```mlir
+    #mk = affine_map<(m, n, k) -> (m, k)>
+    #nk = affine_map<(m, n, k) -> (n, k)>
+    #mn = affine_map<(m, n, k) -> (m, n)>
+    %y = linalg.generic {indexing_maps = [#mk, #nk, #mn], iterator_types = ["parallel", "parallel", "reduction"]}
+        ins(%x, %w : tensor<?x64xf16>, tensor<32x64xf16>) outs(%acc : tensor<?x32xf32>) {
+      ^bb0(%a: f16, %b: f16, %c: f32):
+        %0 = arith.extf %a : f16 to f32
+        %1 = arith.extf %b : f16 to f32
+        %2 = arith.mulf %0, %1 : f32
+        %3 = arith.addf %c, %2 : f32
+        linalg.yield %3 : f32
+    } -> tensor<?x32xf32>
+    // becomes
+    %y = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%x, %w : tensor<?x64xf16>, tensor<32x64xf16>) outs(%acc : tensor<?x32xf32>) -> tensor<?x32xf32>
+    ```
+
+    Left alone, with a remark under `--linfuse-remarks` saying why: integer
+    contractions, bodies with anything besides the multiply-add and the
+    extensions (a scale, a `truncf` of the accumulator every step, a unary
+    op on an operand), maps that are not projected permutations
+    (convolutions), several K or N dimensions, batch dimensions that do
+    not lead every operand, dot products.
+
+    Upstream's `--linalg-specialize-generic-ops` is not used: in MLIR 22 it
+    drops transposed operand maps (a wrong matmul when M is dynamic) and
+    treats any unary op around an operand as a cast (`exp(a) * b` becomes a
+    matmul); it leaves `linalg.contract` and matvec alone. Measurements in
+    docs/MergeParallelMatmuls.md.
+
+    Statistics: `contractions-specialized`.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def FoldMatmulChainsPass : Pass<"linfuse-fold-matmul-chains"> {
   let summary = "Pre-multiply the weights of linear matmul chains, LoRA "
                 "adapters, input scales and shifts";

@@ -34,6 +34,13 @@ void populateRaiseToGemmPatterns(RewritePatternSet &patterns,
                                  bool epilogues = true,
                                  bool cudaEpilogues = false);
 
+/// --linfuse-specialize-contractions: linalg ops computing a (batch) matmul
+/// in another spelling (`linalg.generic` with an exact multiply-add body,
+/// `linalg.contract`, matvec/vecmat and their batch forms) become
+/// `linalg.matmul` / `linalg.batch_matmul` with explicit indexing maps,
+/// element types kept.
+void populateSpecializeContractionsPatterns(RewritePatternSet &patterns);
+
 } // namespace linfuse
 } // namespace mlir
 
