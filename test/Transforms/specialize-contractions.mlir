@@ -3,7 +3,7 @@
 // The result verifies, and upstream's mlir-opt reads it (upstream ops only).
 // RUN: linfuse-opt %s -split-input-file --linfuse-specialize-contractions | %mlir-opt -split-input-file --verify-each -o /dev/null
 // RUN: linfuse-opt %s -split-input-file --linfuse-specialize-contractions --mlir-pass-statistics -o /dev/null 2>&1 | FileCheck %s --check-prefix=STATS
-// STATS: 13 contractions-specialized
+// STATS: 14 contractions-specialized
 
 #mk = affine_map<(m, n, k) -> (m, k)>
 #kn = affine_map<(m, n, k) -> (k, n)>
@@ -395,19 +395,22 @@ func.func @inner_batch(%x: tensor<8x4x16xf32>, %w: tensor<4x16x32xf32>, %acc: te
 
 // -----
 
-// Integer contractions are another path's (left as they are, said so);
-// a dot product has no M or N.
+// Integer contractions: i8 x i8 -> i32 with sign extensions is a
+// linalg.matmul (its default cast_signed); with unsigned extensions
+// (arith.extui) no library GEMM reads it and it stays, said so. A dot
+// product has no M or N.
 // CHECK-LABEL: func.func @int8_and_dot
-// CHECK-NOT:     linalg.matmul
+// CHECK:         linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<8x64xi8>, tensor<64x32xi8>) outs(%{{.*}} : tensor<8x32xi32>) -> tensor<8x32xi32>
 // CHECK:         linalg.generic
+// CHECK:           arith.extui
 // CHECK:         linalg.dot
-// REMARK: remark: not specialized to a matmul: not a floating-point contraction (integer bodies, whose extsi/extui decide the signedness, are not recognized yet)
+// REMARK: remark: not specialized to a matmul: a factor is extended unsigned (arith.extui): no library GEMM reads unsigned i8
 // REMARK: remark: not specialized to a matmul: a dot product (no M or N dimension)
 #mk = affine_map<(m, n, k) -> (m, k)>
 #kn = affine_map<(m, n, k) -> (k, n)>
 #mn = affine_map<(m, n, k) -> (m, n)>
 func.func @int8_and_dot(%x: tensor<8x64xi8>, %w: tensor<64x32xi8>, %acc: tensor<8x32xi32>,
-                        %u: tensor<64xf32>, %v: tensor<64xf32>, %d: tensor<f32>) -> (tensor<8x32xi32>, tensor<f32>) {
+                        %u: tensor<64xf32>, %v: tensor<64xf32>, %d: tensor<f32>) -> (tensor<8x32xi32>, tensor<8x32xi32>, tensor<f32>) {
   %r = linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "parallel", "reduction"]}
     ins(%x, %w : tensor<8x64xi8>, tensor<64x32xi8>) outs(%acc : tensor<8x32xi32>) {
   ^bb0(%a: i8, %b: i8, %o: i32):
@@ -417,6 +420,15 @@ func.func @int8_and_dot(%x: tensor<8x64xi8>, %w: tensor<64x32xi8>, %acc: tensor<
     %s = arith.addi %o, %p : i32
     linalg.yield %s : i32
   } -> tensor<8x32xi32>
+  %ru = linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "parallel", "reduction"]}
+    ins(%x, %w : tensor<8x64xi8>, tensor<64x32xi8>) outs(%acc : tensor<8x32xi32>) {
+  ^bb0(%a: i8, %b: i8, %o: i32):
+    %ea = arith.extui %a : i8 to i32
+    %eb = arith.extui %b : i8 to i32
+    %p = arith.muli %ea, %eb : i32
+    %s = arith.addi %o, %p : i32
+    linalg.yield %s : i32
+  } -> tensor<8x32xi32>
   %dot = linalg.dot ins(%u, %v : tensor<64xf32>, tensor<64xf32>) outs(%d : tensor<f32>) -> tensor<f32>
-  return %r, %dot : tensor<8x32xi32>, tensor<f32>
+  return %r, %ru, %dot : tensor<8x32xi32>, tensor<8x32xi32>, tensor<f32>
 }

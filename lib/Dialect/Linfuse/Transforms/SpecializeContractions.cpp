@@ -63,7 +63,9 @@ struct MatmulPlan {
 
 /// Why `body` is not `yield(acc + cvt(a) * cvt(b))`, where `cvt` is
 /// nothing or an `arith.extf` to the accumulator's type (the implicit cast
-/// of `linalg.matmul`); empty when it is exactly that.
+/// of `linalg.matmul`), or the integer form with `arith.addi`, `arith.muli`
+/// and `arith.extsi` (linalg.matmul's default `cast_signed`); empty when it
+/// is exactly that.
 std::string whyNotMultiplyAdd(Block &body) {
   auto yield = dyn_cast<linalg::YieldOp>(body.getTerminator());
   if (!yield || yield.getNumOperands() != 1 || body.getNumArguments() != 3)
@@ -74,30 +76,38 @@ std::string whyNotMultiplyAdd(Block &body) {
   if (isa_and_nonnull<arith::TruncFOp>(reduction))
     return "the sum is truncated (arith.truncf) every step: it accumulates "
            "in the narrow type, a GEMM in f32";
-  auto add = dyn_cast_or_null<arith::AddFOp>(reduction);
-  if (!add)
+  bool integer = isa_and_nonnull<arith::AddIOp>(reduction);
+  if (!integer && !isa_and_nonnull<arith::AddFOp>(reduction))
     return reduction ? "the reduction is " +
                            reduction->getName().getStringRef().str() +
-                           ", not arith.addf"
+                           ", not arith.addf or arith.addi"
                      : "the body yields a block argument";
-  Value product = add.getLhs() == acc   ? add.getRhs()
-                  : add.getRhs() == acc ? add.getLhs()
-                                        : Value();
+  Value lhs = reduction->getOperand(0), rhs = reduction->getOperand(1);
+  Value product = lhs == acc ? rhs : rhs == acc ? lhs : Value();
   if (!product)
     return "the sum does not add into the accumulator";
-  auto mul = product.getDefiningOp<arith::MulFOp>();
-  if (!mul)
+  Operation *mul = product.getDefiningOp();
+  if (!mul || !(integer ? isa<arith::MulIOp>(mul) : isa<arith::MulFOp>(mul)))
     return "the accumulator is added to something other than a product";
-  // An input as the product reads it: directly, or through arith.extf.
+  // An input as the product reads it: directly, or through arith.extf
+  // (arith.extsi for integers).
   unsigned extensions = 0;
+  bool unsignedExtension = false;
   auto source = [&](Value v) -> Value {
-    if (auto ext = v.getDefiningOp<arith::ExtFOp>()) {
+    Operation *def = v.getDefiningOp();
+    if (isa_and_nonnull<arith::ExtUIOp>(def))
+      unsignedExtension = true;
+    if (integer ? isa_and_nonnull<arith::ExtSIOp>(def)
+                : isa_and_nonnull<arith::ExtFOp>(def)) {
       ++extensions;
-      return ext.getIn();
+      return def->getOperand(0);
     }
     return v;
   };
-  Value p = source(mul.getLhs()), q = source(mul.getRhs());
+  Value p = source(mul->getOperand(0)), q = source(mul->getOperand(1));
+  if (unsignedExtension)
+    return "a factor is extended unsigned (arith.extui): no library GEMM "
+           "reads unsigned i8";
   if (!((p == a && q == b) || (p == b && q == a))) {
     Operation *other =
         p.getDefiningOp() ? p.getDefiningOp() : q.getDefiningOp();
@@ -140,10 +150,11 @@ FailureOr<MatmulPlan> planMatmul(linalg::LinalgOp op, std::string &why) {
   Type accType = getElementTypeOrSelf(op.getDpsInitOperand(0)->get());
   Type aType = getElementTypeOrSelf(op.getDpsInputOperand(0)->get());
   Type bType = getElementTypeOrSelf(op.getDpsInputOperand(1)->get());
-  if (!isa<FloatType>(accType) || !isa<FloatType>(aType) ||
-      !isa<FloatType>(bType))
-    return fail("not a floating-point contraction (integer bodies, whose "
-                "extsi/extui decide the signedness, are not recognized yet)");
+  bool floats =
+      isa<FloatType>(accType) && isa<FloatType>(aType) && isa<FloatType>(bType);
+  bool int8 = aType.isInteger(8) && bType.isInteger(8) && accType.isInteger(32);
+  if (!floats && !int8)
+    return fail("not a floating-point or i8 x i8 -> i32 contraction");
   for (Value v : op->getOperands())
     if (auto t = dyn_cast<RankedTensorType>(v.getType()); !t || t.getEncoding())
       return fail("an operand is not a plain ranked tensor");
