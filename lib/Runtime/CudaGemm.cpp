@@ -66,12 +66,6 @@ constexpr uint64_t kWorkspaceBytes = uint64_t(32) << 20;
 // Arguments
 //===----------------------------------------------------------------------===//
 
-int64_t elementBytes(int32_t dtype) {
-  return dtype == LINFUSE_F32 || dtype == LINFUSE_I32 ? 4
-         : dtype == LINFUSE_I8                        ? 1
-                                                      : 2;
-}
-
 cudaDataType cudaType(int32_t dtype) {
   return dtype == LINFUSE_F16    ? CUDA_R_16F
          : dtype == LINFUSE_BF16 ? CUDA_R_16BF
@@ -111,8 +105,8 @@ int32_t readView(const char *name, int64_t rank, void *descriptor,
   if (!memref->aligned && elements != 0)
     return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
                 "%s: %s is not empty but its data pointer is null", kFn, name);
-  view.data = static_cast<char *>(memref->aligned) +
-              memref->offset * elementBytes(dtype);
+  view.data =
+      static_cast<char *>(memref->aligned) + memref->offset * dtypeBytes(dtype);
   return LINFUSE_OK;
 }
 
@@ -436,7 +430,7 @@ int32_t plan(int64_t aRank, void *a, int64_t bRank, void *b, int64_t biasRank,
   out.opX = out.x.transposed != p.transB ? CUBLAS_OP_N : CUBLAS_OP_T;
   out.opY = out.y.transposed != p.transA ? CUBLAS_OP_N : CUBLAS_OP_T;
   // What every batch's matrix has: batch i starts at data + i * stride.
-  int64_t abBytes = elementBytes(abType), cBytes = elementBytes(cType);
+  int64_t abBytes = dtypeBytes(abType), cBytes = dtypeBytes(cType);
   out.alignX = batchAlignment(p.b.data, p.b.stride[0] * abBytes, out.batch);
   out.alignY = batchAlignment(p.a.data, p.a.stride[0] * abBytes, out.batch);
   out.alignC = batchAlignment(p.c.data, p.c.stride[0] * cBytes, out.batch);

@@ -21,6 +21,18 @@ const char *dtypeName(int32_t dtype) {
   }
 }
 
+int64_t dtypeBytes(int32_t dtype) {
+  switch (dtype) {
+  case LINFUSE_F16:
+  case LINFUSE_BF16:
+    return 2;
+  case LINFUSE_I8:
+    return 1;
+  default: // f32, i32
+    return 4;
+  }
+}
+
 int32_t validateGemmCodes(const char *fn, int32_t abType, int32_t cType,
                           int32_t flags, int32_t epilogue) {
   auto known = [](int32_t dtype) {

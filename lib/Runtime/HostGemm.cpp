@@ -135,12 +135,6 @@ template <typename Fn> void withStorageType(int32_t dtype, Fn &&fn) {
   }
 }
 
-int64_t elementSize(int32_t dtype) {
-  return dtype == LINFUSE_F32 || dtype == LINFUSE_I32 ? 4
-         : dtype == LINFUSE_I8                        ? 1
-                                                      : 2;
-}
-
 //===----------------------------------------------------------------------===//
 // Operands
 //===----------------------------------------------------------------------===//
@@ -188,7 +182,7 @@ int32_t readOperand(const char *name, int64_t rank, void *descriptor,
     return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
                 "%s: %s is not empty but its data pointer is null", kFn, name);
 
-  out.elementSize = elementSize(dtype);
+  out.elementSize = dtypeBytes(dtype);
   out.data =
       static_cast<char *>(view->aligned) + view->offset * out.elementSize;
   out.cols = sizes[rank - 1];
@@ -527,9 +521,9 @@ static void integerGemm(const Problem &p, bool transA, bool transB,
     const auto *aData = reinterpret_cast<const int8_t *>(a.data);
     const auto *bData = reinterpret_cast<const int8_t *>(b.data);
     auto *cData = reinterpret_cast<int32_t *>(c.data);
+    Matrix bias = p.bias.at(0);
     const auto *biasData =
-        hasBias ? reinterpret_cast<const int32_t *>(p.bias.at(0).data)
-                : nullptr;
+        hasBias ? reinterpret_cast<const int32_t *>(bias.data) : nullptr;
     for (int64_t i = 0; i < p.m; ++i)
       for (int64_t j = 0; j < p.n; ++j) {
         int32_t &out = cData[i * c.rowStride + j * c.colStride];
@@ -538,7 +532,7 @@ static void integerGemm(const Problem &p, bool transA, bool transB,
           sum += uint32_t(int32_t(aData[at(a, transA, i, q)]) *
                           int32_t(bData[at(b, transB, q, j)]));
         if (biasData)
-          sum += uint32_t(biasData[j * p.bias.at(0).colStride]);
+          sum += uint32_t(biasData[j * bias.colStride]);
         out = int32_t(sum);
       }
   }
@@ -554,6 +548,13 @@ int32_t linfuse_cpu_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
   if (int32_t s = validateShapes(a_rank, a, b_rank, b, bias_rank, bias, c_rank,
                                  c, ab_type, c_type, flags, p))
     return s;
+  if (ab_type == LINFUSE_I8) {
+    if (alpha != 1.0f || (beta != 0.0f && beta != 1.0f))
+      return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
+                  "%s: an integer GEMM takes alpha 1 and beta 0 or 1, not %g "
+                  "and %g",
+                  kFn, double(alpha), double(beta));
+  }
   countGemmCall();
   if (p.batch == 0 || p.m == 0 || p.n == 0)
     return LINFUSE_OK;

@@ -26,8 +26,13 @@ int32_t fail(linfuse_status status, const char *fmt, ...)
 /// whether anything failed in between, whatever the error state was.
 uint64_t failureCount();
 
-/// "f32", "f16", "bf16" for a linfuse_dtype code ("?" otherwise).
+/// "f32", "f16", "bf16", "i8", "i32" for a linfuse_dtype code ("?"
+/// otherwise).
 const char *dtypeName(int32_t dtype);
+
+/// Bytes per element of a linfuse_dtype code (a valid one: see
+/// validateGemmCodes).
+int64_t dtypeBytes(int32_t dtype);
 
 /// The checks every backend's GEMM entry point makes on its scalar
 /// arguments (dtype codes, the C type rule, flags, epilogue code), with

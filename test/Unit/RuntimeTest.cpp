@@ -899,6 +899,13 @@ TEST_F(RuntimeTest, CodeErrors) {
               run(LINFUSE_I32, LINFUSE_I32, 0, 0));
   expectError(invalid, {"integer GEMM takes no activation"},
               run(LINFUSE_I8, LINFUSE_I32, 0, LINFUSE_EPILOGUE_RELU));
+  Operands ints = contiguousOperands(LINFUSE_I8, LINFUSE_I32, 0, 2, 2, 2);
+  expectError(invalid, {"integer GEMM takes alpha 1 and beta 0 or 1", "2"},
+              [&] {
+                return linfuse_cpu_gemm(2, ints.a.desc(), 2, ints.b.desc(), 2,
+                                        ints.c.desc(), 2, ints.c.desc(),
+                                        LINFUSE_I8, LINFUSE_I32, 0, 0, 1, 2);
+              });
 }
 
 /// i8 x i8 -> i32, on oneDNN (beta 0) and on the exact integer loop (beta

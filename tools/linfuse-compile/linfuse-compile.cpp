@@ -202,6 +202,16 @@ static std::string tensorString(RankedTensorType t) {
 /// run inside linfuse_call (a failed run-time check returns an error
 /// instead of aborting). `resultParam` is the results parameter as
 /// declared, "" when there are none.
+/// `static const int64_t <name>[] = {...};`: `t`'s sizes, -1 where dynamic
+/// (what the runtime's shape checks take).
+static void writeShapeArray(llvm::raw_ostream &os, StringRef name,
+                            RankedTensorType t) {
+  os << "  static const int64_t " << name << "[] = {";
+  for (auto [d, size] : llvm::enumerate(t.getShape()))
+    os << (d ? ", " : "") << (ShapedType::isDynamic(size) ? int64_t(-1) : size);
+  os << "};\n";
+}
+
 static void writeCheckedCall(llvm::raw_ostream &os, const CFunction &fn,
                              StringRef resultParam) {
   SmallVector<std::string> params, types;
@@ -235,11 +245,7 @@ static void writeCheckedCall(llvm::raw_ostream &os, const CFunction &fn,
   for (auto [i, t] : llvm::enumerate(fn.args)) {
     if (t.getRank() == 0)
       continue;
-    os << "  static const int64_t expected" << i << "[] = {";
-    for (auto [d, size] : llvm::enumerate(t.getShape()))
-      os << (d ? ", " : "")
-         << (ShapedType::isDynamic(size) ? int64_t(-1) : size);
-    os << "};\n";
+    writeShapeArray(os, "expected" + std::to_string(i), t);
   }
   os << "  void *a[] = {";
   if (params.empty())
@@ -316,12 +322,8 @@ static void writeWeightBinder(llvm::raw_ostream &os, const CFunction &fn) {
     RankedTensorType t = fn.args[i];
     std::string shape = "0";
     if (t.getRank() > 0) {
-      os << "  static const int64_t shape" << i << "[] = {";
-      for (auto [d, size] : llvm::enumerate(t.getShape()))
-        os << (d ? ", " : "")
-           << (ShapedType::isDynamic(size) ? int64_t(-1) : size);
-      os << "};\n";
       shape = "shape" + std::to_string(i);
+      writeShapeArray(os, shape, t);
     }
     os << "  if ((status = linfuse_weights_bind(weights, \"" << fn.argNames[i]
        << "\", \"" << safetensorsDtype(t.getElementType()) << "\", "

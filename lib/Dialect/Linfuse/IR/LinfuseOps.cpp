@@ -124,8 +124,11 @@ LogicalResult GemmOp::verify() {
     return emitOpError() << "integer GEMMs multiply i8 into i32, not " << abElt
                          << " into " << cElt;
   if (abElt.isInteger(8)) {
-    if (getEpilogue() != Epilogue::None || getAlpha().convertToFloat() != 1.0f)
-      return emitOpError() << "an integer GEMM takes no activation and alpha 1";
+    float beta = getBeta().convertToFloat();
+    if (getEpilogue() != Epilogue::None ||
+        getAlpha().convertToFloat() != 1.0f || (beta != 0.0f && beta != 1.0f))
+      return emitOpError()
+             << "an integer GEMM takes no activation and alpha 1 (beta 0 or 1)";
   } else if (cElt != abElt && !cElt.isF32()) {
     return emitOpError() << "'c' element type " << cElt << " must be f32 or "
                          << "the element type of 'a' (" << abElt << ")";

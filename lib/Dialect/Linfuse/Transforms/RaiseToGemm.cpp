@@ -105,9 +105,10 @@ struct RaiseMatmul : OpRewritePattern<MatmulOpTy> {
     Type cElt = getElementTypeOrSelf(init.getType());
     Type bElt = getElementTypeOrSelf(b.getType());
     bool integer = abElt.isInteger(8);
-    if (integer ? !isGemmElementTypes(op, abElt, bElt, cElt)
-                : bElt != abElt || !isGemmFloat(abElt) ||
-                      (cElt != abElt && !cElt.isF32()))
+    // What the merge takes, narrowed to what the GEMM computes: float C of
+    // A's type or f32.
+    if (!isGemmElementTypes(op, abElt, bElt, cElt) ||
+        (!integer && (!isGemmFloat(abElt) || (cElt != abElt && !cElt.isF32()))))
       return rewriter.notifyMatchFailure(op, "unsupported element types");
     // cuBLASLt's int8 GEMMs want layouts and alignments of their own (IMMA
     // kernels): not wired up; such matmuls stay loops on the device.
