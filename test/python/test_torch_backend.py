@@ -273,3 +273,18 @@ def test_bad_options_are_one_line_errors():
     compiled = torch.compile(model, backend="linfuse", options={"fallback": "nope"})
     with torch.no_grad(), pytest.raises(Exception, match="fallback must be one of"):
         compiled(torch.randn(2, 4))
+
+
+def test_llama_called_as_users_call_it_with_its_kv_cache():
+    """model(input_ids) with the default use_cache=True: the graph carries
+    the cache's module constants, and compiling it once crashed on copying
+    the AOT graph (fake tensors on the meta device)."""
+    model = llama(layers=1, hidden=64)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="linfuse", dynamic=True)
+    with torch.no_grad():
+        for batch, seq in [(2, 12), (3, 20)]:
+            ids = torch.randint(0, 1000, (batch, seq))
+            got = compiled(ids).logits
+            want = model(ids).logits
+            assert (got - want).abs().max() / want.abs().max() < 1e-4

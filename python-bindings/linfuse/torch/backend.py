@@ -94,6 +94,18 @@ class BackendOptions:
             raise linfuse.Error("linfuse backend: this linfuse was built without CUDA")
 
 
+def _copy_graph(gm: GraphModule) -> GraphModule:
+    """`gm` with a graph of its own (the nodes copied, their meta shallowly)
+    and `gm`'s attributes shared: enough for `specialize`, which rewrites
+    the graph only. `copy.deepcopy` would also copy the fake tensors AOT
+    autograd leaves in a graph's attributes, which fails for those on the
+    meta device (LlamaForCausalLM called with its default KV cache)."""
+    graph = torch.fx.Graph()
+    graph._codegen = copy.deepcopy(gm.graph._codegen)
+    graph.output(graph.graph_copy(gm.graph, {}))
+    return GraphModule(gm, graph)
+
+
 @dataclass
 class CompiledGraph:
     """One graph the backend compiled: its partitions and what was left to
@@ -315,7 +327,7 @@ class Backend:
             values = constant_values
             if len(values) != len(constant_index):
                 constant_index, values = [], ()
-            pristine = copy.deepcopy(aten_gm) if constant_index else None
+            pristine = _copy_graph(aten_gm) if constant_index else None
             out, info = compile_variant(aten_gm, weight_index, constant_index, values)
             if opts.fallback == "eager":
                 compiled = make_boxed_func(out)
@@ -335,7 +347,7 @@ class Backend:
                 warnings.warn("linfuse: a float attribute of the model changed since "
                               "compilation; compiling its graph again for the new value",
                               stacklevel=2)
-                return make_boxed_func(compile_variant(copy.deepcopy(pristine), weight_index,
+                return make_boxed_func(compile_variant(_copy_graph(pristine), weight_index,
                                                        constant_index, new_values)[0])
 
             return SpecializedGraph(constant_index, values, compiled, recompile)
