@@ -12,6 +12,9 @@ libdnnl2; f16: oneDNN 3, the venv's onednn-cpu-gomp, dlopen'ed):
   gateup  LLaMA gate/up: silu(x @ Wg.T) * (x @ Wu.T),                H -> I each
           (I = 8/3 H rounded to a multiple of 64, LLaMA's 4096 -> 11008)
 
+--weight-layout kn stores linfuse's weights K x N (x @ W, as JAX and
+hand-written MLIR have it) instead of nn.Linear's N x K; torch is unchanged.
+
 x is [M, H] (M dynamic in the module), weights are `linfuse.weight`
 arguments: packed once (merged ones concatenated) before the timed calls,
 so a timing is the per-call work (GEMMs and epilogues), without process
@@ -225,8 +228,30 @@ def projections(kind):
     return "qkv" if kind == "qkv" else "gu"
 
 
+# Weights are stored N x K (nn.Linear's layout) unless --weight-layout kn
+# stores them K x N (a plain `x * W`, as JAX and hand-written MLIR have it).
+WEIGHT_LAYOUT = "nk"
+
+
+def header():
+    w = "(d1, d2)" if WEIGHT_LAYOUT == "nk" else "(d2, d1)"
+    return HEADER.replace("#w = W", f"#w = affine_map<(d0, d1, d2) -> {w}>")
+
+
+def weight_type(n, k, et):
+    return (f"tensor<{n}x{k}x{et}>" if WEIGHT_LAYOUT == "nk"
+            else f"tensor<{k}x{n}x{et}>")
+
+
+def stored(w):
+    """A weight (N x K) as the module's argument holds it."""
+    if WEIGHT_LAYOUT == "nk" or w.ndim != 2:
+        return w
+    return np.ascontiguousarray(w.T)
+
+
 HEADER = """#x = affine_map<(d0, d1, d2) -> (d0, d2)>
-#w = affine_map<(d0, d1, d2) -> (d1, d2)>
+#w = W
 #y = affine_map<(d0, d1, d2) -> (d0, d1)>
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d1)>
@@ -235,9 +260,9 @@ HEADER = """#x = affine_map<(d0, d1, d2) -> (d0, d2)>
 
 def qkv_module(h, et="f32"):
     t = f"tensor<?x{h}x{et}>"
-    w = f"tensor<{h}x{h}x{et}>"
+    w = weight_type(h, h, et)
     b = f"tensor<{h}x{et}>"
-    lines = [HEADER,
+    lines = [header(),
              f"func.func @main(%x: {t},",
              f"    %wq: {w} {{linfuse.weight}}, %bq: {b} {{linfuse.weight}},",
              f"    %wk: {w} {{linfuse.weight}}, %bk: {b} {{linfuse.weight}},",
@@ -267,9 +292,9 @@ def gateup_module(h, et="f32"):
     i = intermediate_size(h)
     tx = f"tensor<?x{h}x{et}>"
     ty = f"tensor<?x{i}x{et}>"
-    w = f"tensor<{i}x{h}x{et}>"
+    w = weight_type(i, h, et)
     return "\n".join([
-        HEADER,
+        header(),
         f"func.func @main(%x: {tx}, %wg: {w} {{linfuse.weight}},",
         f"                %wu: {w} {{linfuse.weight}}) -> {ty} {{",
         "  %c0 = arith.constant 0 : index",
@@ -825,6 +850,10 @@ def markdown(results):
             + ", static shapes, compiled per shape (compile excluded)")
     for note in torch_res.get("notes") or []:
         out.append(f"- Note: {note}")
+    layout = results.get("weight_layout", "nk")
+    out.append("- linfuse's weights stored " + (
+        "N x K (nn.Linear's layout: x * W^T)" if layout == "nk"
+        else "K x N (a plain x * W)"))
     out += ["",
             f"Times: µs per call, median of {results['reps']} reps; each rep "
             "measures all variants one after the other (order rotated every "
@@ -961,12 +990,17 @@ def main():
                     help="seconds per measurement (N calls)")
     ap.add_argument("--keep-work", action="store_true",
                     help="keep the generated modules and .npy inputs")
+    ap.add_argument("--weight-layout", choices=["nk", "kn"], default="nk",
+                    help="how linfuse's weights are stored: nk (N x K, "
+                         "nn.Linear's layout) or kn (K x N, a plain x * W)")
     ap.add_argument("--no-torch", action="store_true",
                     help="linfuse variants only")
     ap.add_argument("--from-json", metavar="FILE",
                     help="measure nothing: rewrite the table and the plot "
                          "of an earlier run's JSON into --out")
     args = ap.parse_args()
+    global WEIGHT_LAYOUT
+    WEIGHT_LAYOUT = args.weight_layout
     if args.from_json:
         with open(args.from_json) as f:
             finish(upgrade(json.load(f)), args.out)
@@ -990,6 +1024,7 @@ def main():
         "day": datetime.date.today().isoformat(),
         "reps": args.reps,
         "target_s": args.target_s,
+        "weight_layout": args.weight_layout,
         "dtypes": args.dtypes,
         "variants": list(VARIANTS),
         "note": "linfuse-run times the calls only (no process start, JIT "
@@ -1046,7 +1081,7 @@ def main():
                             w *= np.float32(1 / math.sqrt(h))
                         weights[name] = round_to_dtype(w, dtype)
                         wpaths.append(f"{work}/{kind}_{h}_{dtype}_{name}.npy")
-                        save_input(wpaths[-1], weights[name], dtype)
+                        save_input(wpaths[-1], stored(weights[name]), dtype)
                     tctx = (torch_setup(kind, h, dtype, weights, threads)
                             if use_torch else None)
                     for m in args.m:

@@ -497,6 +497,42 @@ TEST_F(RuntimeTest, F32SingleRowAcceptsAnyRowStride) {
   }
 }
 
+/// One row of output (decode) is described to oneDNN so that it runs its
+/// matrix-vector kernels, for B stored K x N as well as N x K (a batch
+/// stride that does not make B look like a dense 3-d array). The results
+/// stay those of the product: f32 and bf16, with and without the weight
+/// flag, B whole or a column slice of a wider (merged) weight, with a bias
+/// and an epilogue.
+TEST_F(RuntimeTest, SingleRowWithEitherWeightLayout) {
+  const int64_t n = 320, k = 257, wider = 400;
+  for (linfuse_dtype type : {LINFUSE_F32, LINFUSE_BF16})
+    for (int32_t flags : {0, int32_t(kTransB)})
+      for (int32_t constant : {0, int32_t(LINFUSE_GEMM_CONSTANT_B)})
+        for (bool slice : {false, true}) {
+          SCOPED_TRACE("type " + std::to_string(type) + " flags " +
+                       std::to_string(flags | constant) + " slice " +
+                       std::to_string(slice));
+          Tensor a = randomized(Tensor::contiguous(type, {1, k}), 40);
+          // A slice: columns 16..16+n of a K x 400 weight (rows of a 400 x K
+          // one when transposed).
+          int64_t ld = slice ? wider : (flags ? k : n);
+          Tensor b = randomized(
+              flags ? Tensor(type, {n, k}, {k, 1}, slice ? 16 * k : 0)
+                    : Tensor(type, {k, n}, {ld, 1}, slice ? 16 : 0),
+              41);
+          Tensor c = randomized(Tensor::contiguous(LINFUSE_F32, {1, n}), 42);
+          Tensor bias = randomized(Tensor::contiguous(LINFUSE_F32, {n}), 43);
+          Gemm g;
+          g.abType = type;
+          g.cType = LINFUSE_F32;
+          g.flags = flags | constant | LINFUSE_GEMM_HAS_BIAS;
+          g.epilogue = LINFUSE_EPILOGUE_SILU;
+          runAndCheck(g, a, b, c, &bias);
+          runAndCheck(g, a, b, c, &bias); // a cached primitive
+          linfuse_cpu_release_packed_weights();
+        }
+}
+
 TEST_F(RuntimeTest, F32Batched) {
   const int64_t batch = 3, m = 4, n = 5, k = 6;
   for (int32_t flags : {0, kTransA, kTransB}) {
