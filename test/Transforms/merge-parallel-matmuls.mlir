@@ -581,13 +581,20 @@ func.func @min_group_retries_without_head(%x: tensor<8x8xf32>, %wa: tensor<8x8xf
 // CHECK-NEXT:    %[[E:.*]] = tensor.empty(%[[M]]) : tensor<?x8xf32>
 // CHECK-NEXT:    %[[F:.*]] = linalg.fill {{.*}} outs(%[[E]] : tensor<?x8xf32>)
 // CHECK-NEXT:    %[[MM:.*]] = linalg.matmul ins(%[[X]], %[[W]] : tensor<?x8xf32>, tensor<8x8xf32>) outs(%[[F]] : tensor<?x8xf32>)
-// CHECK-NEXT:    %[[S0:.*]] = tensor.extract_slice %[[MM]][0, 0] [%[[M]], 4] [1, 1]
-// CHECK-NEXT:    %[[S1:.*]] = tensor.extract_slice %[[MM]][0, 4] [%[[M]], 4] [1, 1]
-// CHECK:         %[[R0:.*]] = linalg.generic {{.*}} ins(%[[S0]] : tensor<?x4xf32>)
-// CHECK:         %[[R1:.*]] = linalg.generic {{.*}} ins(%[[S1]] : tensor<?x4xf32>)
-// CHECK:         return %[[R0]], %[[R1]]
+// The members' truncations to bf16, the same element-wise op on each
+// slice, merge into one over the merged result; the slices come after it.
+// CHECK-NEXT:    %[[E2:.*]] = tensor.empty(%[[M]]) : tensor<?x8xbf16>
+// CHECK-NEXT:    %[[R:.*]] = linalg.generic {{.*}} ins(%[[MM]] : tensor<?x8xf32>) outs(%[[E2]] : tensor<?x8xbf16>)
+// CHECK-NEXT:    ^bb0(%[[IN:.*]]: f32, %{{.*}}: bf16):
+// CHECK-NEXT:      %[[T:.*]] = arith.truncf %[[IN]] : f32 to bf16
+// CHECK-NEXT:      linalg.yield %[[T]] : bf16
+// CHECK-NEXT:    } -> tensor<?x8xbf16>
+// CHECK-NEXT:    %[[R0:.*]] = tensor.extract_slice %[[R]][0, 0] [%[[M]], 4] [1, 1] : tensor<?x8xbf16> to tensor<?x4xbf16>
+// CHECK-NEXT:    %[[R1:.*]] = tensor.extract_slice %[[R]][0, 4] [%[[M]], 4] [1, 1] : tensor<?x8xbf16> to tensor<?x4xbf16>
+// CHECK-NEXT:    return %[[R0]], %[[R1]]
 // CHECK-NOT:     linalg.matmul
 // REMARK: remark: merged 2 matmuls sharing %arg0 into one ?x8 GEMM
+// REMARK: remark: merged 2 element-wise epilogues of slices into one over the ?x8 result
 func.func @weight_casts_after_users(%x: tensor<?x8xf32>, %w0: tensor<4x8xbf16> {linfuse.weight}, %w1: tensor<4x8xbf16> {linfuse.weight}) -> (tensor<?x4xbf16>, tensor<?x4xbf16>) {
   %c0 = arith.constant 0 : index
   %zero = arith.constant 0.0 : f32

@@ -153,6 +153,7 @@ func.func @lora_then_merge(%x: tensor<?x2xf32>) -> (tensor<?x2xf32>, tensor<?x1x
 // STATS-NEXT: (S) 4 groups-merged
 // STATS-NEXT: (S) 6 matmuls-removed
 // STATS-NEXT: (S) 1336 bytes-concatenated
+// STATS-NEXT: (S) 0 epilogues-merged
 // STATS-NEXT: linfuse-fold-constant-weights
 // STATS-NEXT: (S) 3 constants-folded
 // STATS-NEXT: (S) 72 bytes-folded

@@ -16,6 +16,8 @@
 // STATS:      linfuse-merge-parallel-matmuls
 // STATS-NEXT:   (S) 3 groups-merged
 // STATS-NEXT:   (S) 5 matmuls-removed
+// STATS-NEXT:   (S) 86016 bytes-concatenated
+// STATS-NEXT:   (S) 1 epilogues-merged
 
 // CHECK-DAG:   #[[MK:.*]] = affine_map<(d0, d1, d2) -> (d0, d2)>
 // CHECK-DAG:   #[[NK:.*]] = affine_map<(d0, d1, d2) -> (d1, d2)>
@@ -25,15 +27,18 @@
 // CHECK:         %[[W:.*]] = tensor.concat dim(0) %[[WQ]], %[[WK]], %[[WV]] : (tensor<64x64xf16>, tensor<16x64xf16>, tensor<16x64xf16>) -> tensor<96x64xf16>
 // CHECK:         %[[F:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<?x96xf32>) -> tensor<?x96xf32>
 // CHECK-NEXT:    %[[MM:.*]] = linalg.matmul indexing_maps = [#[[MK]], #[[NK]], #[[MN]]] ins(%[[X]], %[[W]] : tensor<?x64xf16>, tensor<96x64xf16>) outs(%[[F]] : tensor<?x96xf32>) -> tensor<?x96xf32>
-// CHECK-NEXT:    %[[Q:.*]] = tensor.extract_slice %[[MM]][0, 0] [%{{.*}}, 64] [1, 1] : tensor<?x96xf32> to tensor<?x64xf32>
-// CHECK-NEXT:    %[[K:.*]] = tensor.extract_slice %[[MM]][0, 64] [%{{.*}}, 16] [1, 1] : tensor<?x96xf32> to tensor<?x16xf32>
-// CHECK-NEXT:    %[[V:.*]] = tensor.extract_slice %[[MM]][0, 80] [%{{.*}}, 16] [1, 1] : tensor<?x96xf32> to tensor<?x16xf32>
+// The three truncations to f16 merge too: one pass over the merged result.
+// CHECK-NEXT:    %[[E:.*]] = tensor.empty(%{{.*}}) : tensor<?x96xf16>
+// CHECK-NEXT:    %[[H:.*]] = linalg.generic {{.*}} ins(%[[MM]] : tensor<?x96xf32>) outs(%[[E]] : tensor<?x96xf16>)
+// CHECK-NEXT:    ^bb0(%[[IN:.*]]: f32, %{{.*}}: f16):
+// CHECK-NEXT:      %[[T:.*]] = arith.truncf %[[IN]] : f32 to f16
+// CHECK-NEXT:      linalg.yield %[[T]] : f16
+// CHECK-NEXT:    } -> tensor<?x96xf16>
+// CHECK-NEXT:    %[[QH:.*]] = tensor.extract_slice %[[H]][0, 0] [%{{.*}}, 64] [1, 1] : tensor<?x96xf16> to tensor<?x64xf16>
+// CHECK-NEXT:    %[[KH:.*]] = tensor.extract_slice %[[H]][0, 64] [%{{.*}}, 16] [1, 1] : tensor<?x96xf16> to tensor<?x16xf16>
+// CHECK-NEXT:    %[[VH:.*]] = tensor.extract_slice %[[H]][0, 80] [%{{.*}}, 16] [1, 1] : tensor<?x96xf16> to tensor<?x16xf16>
+// CHECK-NEXT:    return %[[QH]], %[[KH]], %[[VH]]
 // CHECK-NOT:     linalg.matmul
-// CHECK:         %[[QH:.*]] = linalg.generic {{.*}} ins(%[[Q]] : tensor<?x64xf32>) outs(%{{.*}} : tensor<?x64xf16>)
-// CHECK:           arith.truncf
-// CHECK:         %[[KH:.*]] = linalg.generic {{.*}} ins(%[[K]] : tensor<?x16xf32>) outs(%{{.*}} : tensor<?x16xf16>)
-// CHECK:         %[[VH:.*]] = linalg.generic {{.*}} ins(%[[V]] : tensor<?x16xf32>) outs(%{{.*}} : tensor<?x16xf16>)
-// CHECK:         return %[[QH]], %[[KH]], %[[VH]]
 // One GEMM, f16 inputs and f32 accumulation/result (the runtime's
 // linfuse_cpu_gemm_f16_f32 / linfuse_cuda_gemm_f16_f32), then the truncf.
 // CPU-LABEL: llvm.func @qkv_f16

@@ -14,6 +14,7 @@
 #include "linfuse/Dialect/Linfuse/Transforms/MatmulBuilders.h"
 #include "linfuse/Dialect/Linfuse/Transforms/PassStatistics.h"
 #include "linfuse/Dialect/Linfuse/Transforms/Passes.h"
+#include "linfuse/Dialect/Linfuse/Transforms/Patterns.h"
 #include "linfuse/Dialect/Linfuse/Transforms/Remarks.h"
 #include "linfuse/Dialect/Linfuse/Transforms/WeightConstants.h"
 #include "linfuse/Dialect/Linfuse/Transforms/WeightValues.h"
@@ -26,6 +27,7 @@
 #include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Debug.h"
@@ -857,6 +859,25 @@ struct MergeParallelMatmulsPass
       if (remarksEnabled())
         explainMissedMerges(*block, options);
     }
+
+    // The members' element-wise epilogues that no group absorbed (a
+    // per-channel dequantization, an integer bias) merge next, slice by
+    // slice along their chains. Only slices and what they create are
+    // visited: folding and clean-up belong to the pipeline.
+    SmallVector<Operation *> slices;
+    getOperation()->walk(
+        [&](tensor::ExtractSliceOp op) { slices.push_back(op); });
+    if (slices.empty())
+      return;
+    unsigned epilogues = 0;
+    RewritePatternSet patterns(&getContext());
+    populateMergeSlicedEpiloguesPatterns(patterns, &epilogues);
+    GreedyRewriteConfig config;
+    config.enableFolding(false);
+    config.setStrictness(GreedyRewriteStrictness::ExistingAndNewOps);
+    if (failed(applyOpPatternsGreedily(slices, std::move(patterns), config)))
+      return signalPassFailure();
+    numEpiloguesMerged += epilogues;
   }
 
   PassStatistic numGroupsMerged{this, "groups-merged",
@@ -865,6 +886,9 @@ struct MergeParallelMatmulsPass
                                   "Number of matmuls removed by merging"};
   PassStatistic numBytesConcatenated{
       this, "bytes-concatenated", "Bytes of weights (or inputs) concatenated"};
+  PassStatistic numEpiloguesMerged{
+      this, "epilogues-merged",
+      "Element-wise epilogues of slices merged into one over the whole"};
 
   /// "merged 3 matmuls sharing %x into one " (the shape follows).
   static std::string describe(const MergeGroup &group) {

@@ -56,10 +56,17 @@ def MergeParallelMatmulsPass : Pass<"linfuse-merge-parallel-matmuls"> {
     Constant weights are concatenated at compile time by
     `--linfuse-fold-constant-weights`, which `--linfuse-optimize` runs next.
 
+    Then the members' epilogues: when every column slice of a merged result
+    feeds the same element-wise `linalg.generic` (a quantized model's i32
+    bias and per-channel dequantization, a truncation to bf16, an
+    activation), differing only in per-column vectors, one generic runs over
+    the merged result with the vectors concatenated, and the slices move
+    after it; step by step along the chain.
+
     Statistics (`-mlir-pass-statistics` in linfuse's tools): `groups-merged`,
-    `matmuls-removed`, `bytes-concatenated`. With `--linfuse-remarks`, a
-    remark at each merged matmul: "merged 3 matmuls sharing %x into one
-    ?x2304 GEMM".
+    `matmuls-removed`, `bytes-concatenated`, `epilogues-merged`. With
+    `--linfuse-remarks`, a remark at each merged matmul: "merged 3 matmuls
+    sharing %x into one ?x2304 GEMM", and at each merged epilogue.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect",

@@ -26,6 +26,15 @@ void populateFoldMatmulChainsPatterns(RewritePatternSet &patterns,
                                       FoldPolicy policy = FoldPolicy::Cost,
                                       int64_t resourceThreshold = 4096);
 
+/// Part of --linfuse-merge-parallel-matmuls: when every column slice of a
+/// tensor (a merged matmul's result) feeds the same element-wise
+/// `linalg.generic`, differing only in per-column vectors, one generic runs
+/// over the whole tensor with those vectors concatenated, and the slices
+/// move after it (per-channel dequantization scales, biases, activations).
+/// `counter`, if given, counts the merges.
+void populateMergeSlicedEpiloguesPatterns(RewritePatternSet &patterns,
+                                          unsigned *counter = nullptr);
+
 /// --linfuse-raise-to-gemm: `linalg.matmul` / `linalg.batch_matmul` on
 /// tensors (plain or transposed operand maps) become `linfuse.gemm`; with
 /// `epilogues`, a following single-use bias-add and activation are absorbed
