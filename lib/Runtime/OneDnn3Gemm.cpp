@@ -1,15 +1,16 @@
-//===- OneDnn3Gemm.cpp - f16 GEMMs on oneDNN 3's matmul -------------------===//
+//===- OneDnn3Gemm.cpp - GEMMs on oneDNN 3's matmul -----------------------===//
 //
 // Debian's oneDNN 2.6 has no f16 matmul on the CPU, so f16 used to be
 // widened to f32 for OpenBLAS on every call (555 us for 64x256x512, against
 // 27 us for bf16). oneDNN 3 has one (brg:avx512_core_fp16 on AVX512-FP16
 // CPUs, about f32's speed): PyPI's onednn-cpu-gomp 2023.2 (oneDNN 3.2,
-// OpenMP on libgomp), which `scripts/setup.sh --python` installs into the
-// project venv.
+// OpenMP on libgomp, the pool PyTorch and oneDNN 2 use), which
+// `scripts/setup.sh --python` installs into the project venv.
 //
-// oneDNN 2 stays the library for f32 and bf16: at M = 1 its gemm:jit
-// kernels beat 3.2's brgemm (Q/K/V at hidden 4096: 6.4 vs 8.9 ms, measured)
-// and elsewhere the two are level (docs/Design.md).
+// bf16 weights at M > 1 run here too: on weights reordered into its own
+// layout, 3.2's AMX kernels take 0.79-0.83x of 2.6's time at M = 128 and
+// 0.83x at M = 16 (hidden 4096, docs/Design.md). oneDNN 2 keeps f32 (level
+// on both) and M = 1, where its gemm:jit kernels beat 3.2's brgemm.
 //
 // The few functions used are declared here against oneDNN 3's C ABI
 // (stable across 3.x: handles, int enums, int64 dims) instead of compiled
@@ -17,7 +18,7 @@
 // names; so the build needs nothing, and any 3.x library serves. It is
 // loaded on first use from $LINFUSE_DNNL3_LIBRARY, else `libdnnl.so.3` on
 // the library path, else the venv's copy this build was configured with.
-// Without it f16 keeps the widening path.
+// Without it f16 keeps the widening path and bf16 stays on oneDNN 2.
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,6 +34,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 using namespace linfuse::runtime;
 
@@ -47,7 +49,12 @@ constexpr Status kSuccess = 0;
 constexpr int kCpuEngine = 1;    // dnnl_cpu
 constexpr unsigned kInOrder = 1; // dnnl_stream_in_order
 constexpr int kF16 = 1, kBf16 = 2, kF32 = 3;
-constexpr int kArgSrc = 1, kArgWeights = 33, kArgDst = 17;
+constexpr int kArgSrc = 1, kArgWeights = 33, kArgDst = 17, kArgBias = 41;
+constexpr int kArgFrom = 1, kArgTo = 17; // reorders
+constexpr int kTagAny = 1;               // dnnl_format_tag_any
+constexpr int kQueryWeightsMd = 131;     // dnnl_query_weights_md
+/// DNNL_MEMORY_ALLOCATE: the library allocates the buffer.
+inline void *allocate() { return reinterpret_cast<void *>(~size_t(0)); }
 constexpr int kRelu = 0x20, kGeluTanh = 0x2b, kSwish = 0x2c, kGeluErf = 0x31;
 constexpr int kQueryImplInfoStr = 8; // dnnl_query_impl_info_str
 constexpr int kBinaryAdd = 0x1fff0;  // dnnl_binary_add
@@ -85,6 +92,14 @@ struct Api {
   Status (*primitive_desc_query)(Handle, int what, int index, void *result);
   Status (*primitive_execute)(Handle, Handle stream, int nargs,
                               const ExecArg *args);
+  Status (*memory_desc_create_with_tag)(Handle *, int ndims,
+                                        const int64_t *dims, int type, int tag);
+  Handle (*primitive_desc_query_md)(Handle, int what, int index);
+  Status (*memory_desc_clone)(Handle *, Handle);
+  int (*memory_desc_equal)(Handle, Handle);
+  Status (*reorder_primitive_desc_create)(Handle *, Handle src,
+                                          Handle srcEngine, Handle dst,
+                                          Handle dstEngine, Handle attr);
   OpenMp omp;
   Handle engine = nullptr;
 };
@@ -138,6 +153,12 @@ const v3::Api *api() {
     load(a->primitive_desc_destroy, "dnnl_primitive_desc_destroy");
     load(a->primitive_desc_query, "dnnl_primitive_desc_query");
     load(a->primitive_execute, "dnnl_primitive_execute");
+    load(a->memory_desc_create_with_tag, "dnnl_memory_desc_create_with_tag");
+    load(a->primitive_desc_query_md, "dnnl_primitive_desc_query_md");
+    load(a->memory_desc_clone, "dnnl_memory_desc_clone");
+    load(a->memory_desc_equal, "dnnl_memory_desc_equal");
+    load(a->reorder_primitive_desc_create,
+         "dnnl_reorder_primitive_desc_create");
     if (!ok || a->engine_create(&a->engine, v3::kCpuEngine, 0) != v3::kSuccess)
       return nullptr;
     a->omp = OpenMp::of(lib);
@@ -175,6 +196,8 @@ int eltwise(int32_t epilogue) {
 struct Key {
   int32_t abType, cType, epilogue;
   bool hasBias;
+  /// B is a weight read in oneDNN's layout (packsWeight), described in 2-d.
+  bool packB;
   Operands ops;
 
   bool operator==(const Key &o) const {
@@ -187,36 +210,39 @@ struct Key {
 struct Entry {
   v3::Handle primitive = nullptr; // null: no kernel for the problem
   v3::Handle a = nullptr, b = nullptr, c = nullptr, bias = nullptr;
+  /// With Key::packB: B's layout as the primitive reads it, and the reorder
+  /// into it (null when B is read as it is).
+  v3::Handle packedB = nullptr, reorderB = nullptr;
+  /// The bias is the matmul's own argument, not a binary post-op.
+  bool matmulBias = false;
 };
 
 PrimitiveCache<Key, Entry> cache;
 
-v3::Handle describe(const Layout &l, int32_t dtype) {
+/// `l` in 3-d, or in 2-d without its batch dimension (`matrix`: oneDNN
+/// chooses blocked weight layouts only for 2-d matmuls).
+v3::Handle describe(const Layout &l, int32_t dtype, bool matrix) {
+  int skip = matrix ? 1 : 0;
   v3::Handle md = nullptr;
-  if (api()->memory_desc_create_with_strides(&md, 3, l.dims.data(),
-                                             typeOf(dtype),
-                                             l.strides.data()) != v3::kSuccess)
+  if (api()->memory_desc_create_with_strides(
+          &md, 3 - skip, l.dims.data() + skip, typeOf(dtype),
+          l.strides.data() + skip) != v3::kSuccess)
     return nullptr;
   return md;
 }
 
-Entry create(const Key &key) {
+/// The matmul's descriptor for `key` with `b` as B's layout; null where
+/// oneDNN has none, or only its reference kernel. oneDNN answers problems
+/// its optimized kernels do not cover (an f16 matmul bias; f16 weights
+/// described `cab`) with the reference kernel, which took 400 ms for
+/// 16x768x2304 (brgemm: 0.4 ms; widening for OpenBLAS: 3 ms): those are
+/// left to the other paths.
+v3::Handle describeMatmul(const Key &key, const Entry &e, v3::Handle b) {
   const v3::Api *d = api();
-  Entry e;
-  e.a = describe(key.ops.a, key.abType);
-  e.b = describe(key.ops.b, key.abType);
-  e.c = describe(key.ops.c, key.cType);
-  if (key.hasBias)
-    e.bias = describe(key.ops.bias, key.cType);
-  if (!e.a || !e.b || !e.c || (key.hasBias && !e.bias))
-    return e;
-  // The bias is added by a binary post-op, not as the matmul's bias: 3.2's
-  // brgemm kernels take no f16 bias (its reference kernel did), but do take
-  // an f16 binary add, followed by the activation.
   v3::Handle attr = nullptr, ops = nullptr, pd = nullptr;
   bool ok = d->primitive_attr_create(&attr) == v3::kSuccess &&
             d->post_ops_create(&ops) == v3::kSuccess;
-  if (ok && key.hasBias)
+  if (ok && key.hasBias && !e.matmulBias)
     ok = d->post_ops_append_binary(ops, v3::kBinaryAdd, e.bias) == v3::kSuccess;
   if (ok && key.epilogue != LINFUSE_EPILOGUE_NONE)
     ok = d->post_ops_append_eltwise(
@@ -224,25 +250,108 @@ Entry create(const Key &key) {
              key.epilogue == LINFUSE_EPILOGUE_SILU ? 1.0f : 0.0f,
              0.0f) == v3::kSuccess;
   ok = ok && d->primitive_attr_set_post_ops(attr, ops) == v3::kSuccess;
-  if (ok && d->matmul_primitive_desc_create(&pd, d->engine, e.a, e.b, nullptr,
-                                            e.c, attr) == v3::kSuccess) {
-    // oneDNN answers problems its optimized kernels do not cover (an f16
-    // matmul bias; f16 weights described `cab`) with its reference kernel,
-    // which took 400 ms for 16x768x2304 (brgemm: 0.4 ms; widening for
-    // OpenBLAS: 3 ms). Those are left to the widening path.
-    const char *impl = nullptr;
-    bool reference = d->primitive_desc_query(pd, v3::kQueryImplInfoStr, 0,
-                                             &impl) != v3::kSuccess ||
-                     !impl || std::strncmp(impl, "ref", 3) == 0;
-    if (reference || d->primitive_create(&e.primitive, pd) != v3::kSuccess)
-      e.primitive = nullptr;
-    d->primitive_desc_destroy(pd);
-  }
+  if (!ok || d->matmul_primitive_desc_create(&pd, d->engine, e.a, b,
+                                             e.matmulBias ? e.bias : nullptr,
+                                             e.c, attr) != v3::kSuccess)
+    pd = nullptr;
   if (ops)
     d->post_ops_destroy(ops);
   if (attr)
     d->primitive_attr_destroy(attr);
+  const char *impl = nullptr;
+  if (pd && (d->primitive_desc_query(pd, v3::kQueryImplInfoStr, 0, &impl) !=
+                 v3::kSuccess ||
+             !impl || std::strncmp(impl, "ref", 3) == 0)) {
+    d->primitive_desc_destroy(pd);
+    pd = nullptr;
+  }
+  return pd;
+}
+
+/// With Key::packB: the primitive with B in the layout oneDNN prefers and
+/// the reorder into it. False (nothing kept) if either is missing.
+bool createPacked(const Key &key, Entry &e) {
+  const v3::Api *d = api();
+  int64_t dims[2] = {key.ops.b.dims[1], key.ops.b.dims[2]};
+  v3::Handle any = nullptr;
+  if (d->memory_desc_create_with_tag(&any, 2, dims, typeOf(key.abType),
+                                     v3::kTagAny) != v3::kSuccess)
+    return false;
+  v3::Handle pd = describeMatmul(key, e, any);
+  if (!pd)
+    return false;
+  v3::Handle chosen = d->primitive_desc_query_md(pd, v3::kQueryWeightsMd, 0);
+  bool ok = chosen &&
+            d->memory_desc_clone(&e.packedB, chosen) == v3::kSuccess &&
+            d->primitive_create(&e.primitive, pd) == v3::kSuccess;
+  d->primitive_desc_destroy(pd);
+  if (ok && !d->memory_desc_equal(e.packedB, e.b)) {
+    v3::Handle rpd = nullptr;
+    ok = d->reorder_primitive_desc_create(&rpd, e.b, d->engine, e.packedB,
+                                          d->engine, nullptr) == v3::kSuccess &&
+         d->primitive_create(&e.reorderB, rpd) == v3::kSuccess;
+    if (rpd)
+      d->primitive_desc_destroy(rpd);
+  }
+  if (!ok)
+    e.primitive = e.reorderB = nullptr;
+  return ok;
+}
+
+Entry create(const Key &key) {
+  const v3::Api *d = api();
+  Entry e;
+  e.a = describe(key.ops.a, key.abType, key.packB);
+  e.b = describe(key.ops.b, key.abType, key.packB);
+  e.c = describe(key.ops.c, key.cType, key.packB);
+  if (key.hasBias)
+    e.bias = describe(key.ops.bias, key.cType, key.packB);
+  if (!e.a || !e.b || !e.c || (key.hasBias && !e.bias))
+    return e;
+  // An f16 bias is added by a binary post-op: 3.2's brgemm kernels take no
+  // f16 matmul bias (its reference kernel did), but do take an f16 binary
+  // add, followed by the activation. f32 and bf16 take the matmul's own.
+  e.matmulBias = key.hasBias && key.abType != LINFUSE_F16;
+  if (key.packB && createPacked(key, e))
+    return e;
+  if (v3::Handle pd = describeMatmul(key, e, e.b)) {
+    if (d->primitive_create(&e.primitive, pd) != v3::kSuccess)
+      e.primitive = nullptr;
+    d->primitive_desc_destroy(pd);
+  }
   return e;
+}
+
+PackedWeights<v3::Handle, v3::Handle> packedWeights;
+
+/// B's values in `entry.packedB`'s layout (reordered once), or null.
+v3::Handle packedWeight(const Key &key, const Entry &entry, void *data,
+                        v3::Handle s) {
+  const v3::Api *d = api();
+  auto same = [&](v3::Handle x, v3::Handle y) {
+    return d->memory_desc_equal(x, y) != 0;
+  };
+  return packedWeights.find(
+      data, key.ops.b, key.abType, entry.packedB, same, [&]() -> v3::Handle {
+        v3::Handle from = nullptr, to = nullptr;
+        bool ok =
+            d->memory_create(&from, entry.b, d->engine, data) == v3::kSuccess &&
+            d->memory_create(&to, entry.packedB, d->engine, v3::allocate()) ==
+                v3::kSuccess;
+        if (ok) {
+          v3::ExecArg args[2] = {{v3::kArgFrom, from}, {v3::kArgTo, to}};
+          ok = d->primitive_execute(entry.reorderB, s, 2, args) ==
+                   v3::kSuccess &&
+               d->stream_wait(s) == v3::kSuccess;
+        }
+        if (from)
+          d->memory_destroy(from);
+        if (!ok && to) {
+          d->memory_destroy(to);
+          to = nullptr;
+        }
+        return to;
+      });
 }
 
 const Entry &lookup(const Key &key) { return cache.lookup(key, create); }
@@ -269,7 +378,7 @@ bool linfuse::runtime::oneDnn3Gemm(int32_t abType, int32_t cType,
                                    const GemmMatrix &a, bool transA,
                                    const GemmMatrix &b, bool transB,
                                    const GemmMatrix *bias, const GemmMatrix &c,
-                                   int32_t epilogue) {
+                                   int32_t epilogue, bool constantB) {
   const v3::Api *d = api();
   if (!d)
     return false;
@@ -284,10 +393,14 @@ bool linfuse::runtime::oneDnn3Gemm(int32_t abType, int32_t cType,
   if (!describeOperands(a, transA, b, transB, bias, c, key.ops,
                         /*vectorKernel=*/false))
     return false;
+  key.packB = packsWeight(key.ops, constantB);
   ThreadScope threads(key.ops.threads, d->omp);
   const Entry &entry = lookup(key);
   v3::Handle s = stream();
   if (!entry.primitive || !s)
+    return false;
+  v3::Handle packed = nullptr;
+  if (entry.reorderB && !(packed = packedWeight(key, entry, b.data, s)))
     return false;
   v3::Handle mem[4] = {};
   v3::Handle mds[4] = {entry.a, entry.b, entry.c, entry.bias};
@@ -295,12 +408,15 @@ bool linfuse::runtime::oneDnn3Gemm(int32_t abType, int32_t cType,
   int n = bias ? 4 : 3;
   bool ok = true;
   for (int i = 0; i < n && ok; ++i)
-    ok = d->memory_create(&mem[i], mds[i], d->engine, data[i]) == v3::kSuccess;
+    if (i != 1 || !packed)
+      ok =
+          d->memory_create(&mem[i], mds[i], d->engine, data[i]) == v3::kSuccess;
   if (ok) {
-    v3::ExecArg args[4] = {{v3::kArgSrc, mem[0]},
-                           {v3::kArgWeights, mem[1]},
-                           {v3::kArgDst, mem[2]},
-                           {v3::kArgPostOp0Src1, mem[3]}};
+    v3::ExecArg args[4] = {
+        {v3::kArgSrc, mem[0]},
+        {v3::kArgWeights, packed ? packed : mem[1]},
+        {v3::kArgDst, mem[2]},
+        {entry.matmulBias ? v3::kArgBias : v3::kArgPostOp0Src1, mem[3]}};
     ok = d->primitive_execute(entry.primitive, s, n, args) == v3::kSuccess &&
          d->stream_wait(s) == v3::kSuccess;
   }
@@ -308,4 +424,9 @@ bool linfuse::runtime::oneDnn3Gemm(int32_t abType, int32_t cType,
     if (m)
       d->memory_destroy(m);
   return ok;
+}
+
+void linfuse::runtime::releaseOneDnn3PackedWeights() {
+  // Copies exist only once the library is loaded: nothing loads it here.
+  packedWeights.clear([](v3::Handle m) { api()->memory_destroy(m); });
 }

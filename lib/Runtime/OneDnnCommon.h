@@ -1,9 +1,10 @@
 //===- OneDnnCommon.h - what both oneDNN GEMM paths share -*- C++ -*-===//
 //
 // Not installed. OneDnnGemm.cpp (oneDNN 2, Debian's) and OneDnn3Gemm.cpp
-// (oneDNN 3, for f16) describe operands, key their primitive caches and
-// set OpenMP's thread count the same way; nothing here names oneDNN's
-// types, whose definitions differ between the two major versions.
+// (oneDNN 3, for f16, and bf16 weights at M > 1) describe operands, key
+// their primitive and reordered-weight caches and set OpenMP's thread
+// count the same way; nothing here names oneDNN's types, whose definitions
+// differ between the two major versions.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +22,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 namespace linfuse::runtime {
 
@@ -179,6 +182,69 @@ private:
 struct Operands {
   Layout a, b, c, bias;
   int32_t threads; // 1 under kSerialFlops, else configuredThreads()
+};
+
+/// Whether B, a weight (`constantB`: the same values at the same address
+/// until linfuse_cpu_release_packed_weights), is read in the layout oneDNN
+/// chooses: in a single (batch 1) product with more than one row of output
+/// (at M = 1 the plain layout reads fastest), unless
+/// $LINFUSE_REORDER_WEIGHTS is 0 (one copy of each weight, slower at M > 1).
+bool packsWeight(const Operands &ops, bool constantB);
+
+/// Weights reordered into the layouts primitives read, by source address,
+/// layout and type: made on first use, kept until `clear` (which
+/// linfuse_cpu_release_packed_weights calls whenever an executable's weights
+/// change or go away). `Desc` is a oneDNN memory descriptor and `Memory` a
+/// memory object, of either major version.
+template <typename Desc, typename Memory> class PackedWeights {
+public:
+  /// The copy of `data` in layout `packed`: an existing one (`same`
+  /// compares descriptors) or `make()`'s (null: nothing kept).
+  template <typename Same, typename Make>
+  Memory find(const void *data, const Layout &layout, int32_t type,
+              const Desc &packed, Same &&same, Make &&make) {
+    Key key;
+    std::memset(&key, 0, sizeof(key));
+    key.data = data;
+    key.layout = layout;
+    key.type = type;
+    std::lock_guard<std::mutex> lock(mutex);
+    std::vector<Copy> &copies = weights[key];
+    for (const Copy &c : copies)
+      if (same(c.desc, packed))
+        return c.memory;
+    Memory memory = make();
+    if (memory)
+      copies.push_back({packed, memory});
+    return memory;
+  }
+
+  /// Destroys every copy with `destroy(memory)`.
+  template <typename Destroy> void clear(Destroy &&destroy) {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto &entry : weights)
+      for (Copy &c : entry.second)
+        destroy(c.memory);
+    weights.clear();
+  }
+
+private:
+  struct Key {
+    const void *data;
+    Layout layout;
+    int32_t type;
+    bool operator==(const Key &o) const {
+      return std::memcmp(this, &o, sizeof(Key)) == 0;
+    }
+  };
+  struct Copy {
+    Desc desc;
+    Memory memory;
+  };
+  std::mutex mutex;
+  /// Usually one layout per weight; a weight that problems of several
+  /// sizes read in different blocked layouts has one copy per layout.
+  std::unordered_map<Key, std::vector<Copy>, BytesHash<Key>> weights;
 };
 
 /// Fills `ops` for C = op(A) op(B) (+ bias); false where oneDNN is not to

@@ -109,17 +109,6 @@ const Dnnl *dnnl() {
 
 dnnl_engine_t engine() { return dnnl() ? dnnl()->engine : nullptr; }
 
-/// Whether constant weights are reordered into oneDNN's layout: yes unless
-/// $LINFUSE_REORDER_WEIGHTS is 0 (it keeps one copy of each weight, the
-/// packed one, at the cost of speed at M > 1).
-bool reorderWeights() {
-  static const bool on = [] {
-    const char *env = std::getenv("LINFUSE_REORDER_WEIGHTS");
-    return !(env && std::strcmp(env, "0") == 0);
-  }();
-  return on;
-}
-
 /// The thread count linfuse_set_num_threads chose (0: the default).
 std::atomic<int> requestedThreads{0};
 
@@ -141,6 +130,15 @@ int defaultThreads() {
 }
 
 } // namespace
+
+bool linfuse::runtime::packsWeight(const Operands &ops, bool constantB) {
+  static const bool on = [] {
+    const char *env = std::getenv("LINFUSE_REORDER_WEIGHTS");
+    return !(env && std::strcmp(env, "0") == 0);
+  }();
+  return on && constantB && ops.a.dims[1] > 1 && ops.a.dims[0] == 1 &&
+         ops.b.dims[0] == 1 && ops.c.dims[0] == 1;
+}
 
 const OpenMp *linfuse::runtime::hostOpenMp() {
   return dnnl() ? &dnnl()->omp : nullptr;
@@ -369,62 +367,36 @@ Entry create(const Key &key) {
   return e;
 }
 
-/// Weights reordered into the layout their primitives read, by source
-/// address and layout: made on first use, kept until
-/// linfuse_cpu_release_packed_weights (which the executables call whenever
-/// their weights change or go away).
-struct WeightKey {
-  const void *data;
-  Layout layout;
-  int32_t abType;
-
-  bool operator==(const WeightKey &o) const {
-    return std::memcmp(this, &o, sizeof(WeightKey)) == 0;
-  }
-};
-struct PackedWeight {
-  dnnl_memory_desc_t md;
-  dnnl_memory_t memory;
-};
-std::mutex packedMutex;
-/// Usually one layout per weight; a weight that problems of several sizes
-/// read in different blocked layouts has one copy per layout.
-std::unordered_map<WeightKey, std::vector<PackedWeight>, BytesHash<WeightKey>>
-    packedWeights; // guarded by packedMutex
+PackedWeights<dnnl_memory_desc_t, dnnl_memory_t> packedWeights;
 
 /// B's values in `entry.packedB`'s layout (reordered once), or null.
 dnnl_memory_t packedWeight(const Key &key, const Entry &entry, void *data,
                            dnnl_stream_t s) {
-  WeightKey weight;
-  std::memset(&weight, 0, sizeof(weight));
-  weight.data = data;
-  weight.layout = key.ops.b;
-  weight.abType = key.abType;
-  std::lock_guard<std::mutex> lock(packedMutex);
-  std::vector<PackedWeight> &copies = packedWeights[weight];
-  for (const PackedWeight &p : copies)
-    if (dnnl()->dnnl_memory_desc_equal(&p.md, &entry.packedB))
-      return p.memory;
-  dnnl_memory_t from = nullptr, to = nullptr;
-  bool ok = dnnl()->dnnl_memory_create(&from, &entry.b, engine(), data) ==
+  auto same = [](const dnnl_memory_desc_t &x, const dnnl_memory_desc_t &y) {
+    return dnnl()->dnnl_memory_desc_equal(&x, &y) != 0;
+  };
+  return packedWeights.find(
+      data, key.ops.b, key.abType, entry.packedB, same, [&]() -> dnnl_memory_t {
+        dnnl_memory_t from = nullptr, to = nullptr;
+        bool ok =
+            dnnl()->dnnl_memory_create(&from, &entry.b, engine(), data) ==
                 dnnl_success &&
             dnnl()->dnnl_memory_create(&to, &entry.packedB, engine(),
                                        DNNL_MEMORY_ALLOCATE) == dnnl_success;
-  if (ok) {
-    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-    ok = dnnl()->dnnl_primitive_execute(entry.reorderB, s, 2, args) ==
-             dnnl_success &&
-         dnnl()->dnnl_stream_wait(s) == dnnl_success;
-  }
-  if (from)
-    dnnl()->dnnl_memory_destroy(from);
-  if (!ok) {
-    if (to)
-      dnnl()->dnnl_memory_destroy(to);
-    return nullptr;
-  }
-  copies.push_back({entry.packedB, to});
-  return to;
+        if (ok) {
+          dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+          ok = dnnl()->dnnl_primitive_execute(entry.reorderB, s, 2, args) ==
+                   dnnl_success &&
+               dnnl()->dnnl_stream_wait(s) == dnnl_success;
+        }
+        if (from)
+          dnnl()->dnnl_memory_destroy(from);
+        if (!ok && to) {
+          dnnl()->dnnl_memory_destroy(to);
+          to = nullptr;
+        }
+        return to;
+      });
 }
 
 const Entry &lookup(const Key &key) { return cache.lookup(key, create); }
@@ -445,9 +417,7 @@ bool linfuse::runtime::oneDnnGemm(int32_t abType, int32_t cType,
   if (!describeOperands(a, transA, b, transB, bias, c, key.ops))
     return false;
   // One row of output (decode) runs fastest on gemm:jit with B as it is.
-  key.packB = constantB && key.ops.a.dims[1] > 1 && key.ops.a.dims[0] == 1 &&
-              key.ops.b.dims[0] == 1 && key.ops.c.dims[0] == 1 &&
-              reorderWeights();
+  key.packB = packsWeight(key.ops, constantB);
   ThreadScope threads(key.ops.threads, dnnl()->omp);
   const Entry &entry = lookup(key);
   dnnl_stream_t s = stream();
@@ -492,11 +462,8 @@ int32_t linfuse_set_num_threads(int32_t n) {
 int32_t linfuse_get_num_threads(void) { return configuredThreads(); }
 
 void linfuse_cpu_release_packed_weights(void) {
-  if (!dnnl())
-    return;
-  std::lock_guard<std::mutex> lock(packedMutex);
-  for (auto &[weight, copies] : packedWeights)
-    for (PackedWeight &p : copies)
-      dnnl()->dnnl_memory_destroy(p.memory);
-  packedWeights.clear();
+  releaseOneDnn3PackedWeights();
+  if (dnnl())
+    packedWeights.clear(
+        [](dnnl_memory_t m) { dnnl()->dnnl_memory_destroy(m); });
 }

@@ -365,9 +365,41 @@ TEST_F(RuntimeTest, F32Transposes) {
 
 /// A constant B (a weight) is reordered once and that copy is used on later
 /// calls; after linfuse_cpu_release_packed_weights, new values at the same
-/// address are read again. f32 and bf16 (AMX's layout), B transposed as an
-/// nn.Linear weight is, M > 1 (where the reordering applies) and M = 1.
+/// address are read again. f32 (oneDNN 2), bf16 (AMX's layout; oneDNN 3 at
+/// M > 1) and f16 (oneDNN 3), B transposed as an nn.Linear weight is or
+/// not, with a bias of C's type, M > 1 (where the reordering applies) and
+/// M = 1.
 TEST_F(RuntimeTest, ConstantWeightsAreReorderedAndReleased) {
+  for (linfuse_dtype type : {LINFUSE_F32, LINFUSE_BF16, LINFUSE_F16})
+    for (linfuse_dtype cType : {LINFUSE_F32, type})
+      for (int32_t trans : {int32_t(kTransB), 0})
+        for (int64_t m : {16, 1}) {
+          SCOPED_TRACE("type " + std::to_string(type) + " c " +
+                       std::to_string(cType) + " trans " +
+                       std::to_string(trans) + " m " + std::to_string(m));
+          int32_t flags =
+              trans | LINFUSE_GEMM_CONSTANT_B | LINFUSE_GEMM_HAS_BIAS;
+          Operands ops = contiguousOperands(type, cType, flags, m, 96, 64);
+          Tensor bias = randomized(Tensor::contiguous(cType, {96}), 44);
+          Gemm g;
+          g.abType = type;
+          g.cType = cType;
+          g.flags = flags;
+          runAndCheck(g, ops.a, ops.b, ops.c, &bias);
+          runAndCheck(g, ops.a, ops.b, ops.c, &bias); // the reordered copy
+          const uint8_t *address = ops.b.bytes.data();
+          ops.b = randomized(std::move(ops.b), 7); // same buffer, new values
+          ASSERT_EQ(address, ops.b.bytes.data());
+          linfuse_cpu_release_packed_weights();
+          runAndCheck(g, ops.a, ops.b, ops.c, &bias);
+          linfuse_cpu_release_packed_weights();
+          linfuse_runtime_stats stats;
+          linfuse_get_stats(&stats);
+          EXPECT_EQ(0, stats.fallback_gemm_calls) << "not on oneDNN";
+        }
+}
+
+TEST_F(RuntimeTest, ConstantWeightsWithoutBias) {
   for (linfuse_dtype type : {LINFUSE_F32, LINFUSE_BF16})
     for (int64_t m : {16, 1}) {
       SCOPED_TRACE("type " + std::to_string(type) + " m " + std::to_string(m));
