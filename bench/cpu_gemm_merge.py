@@ -4,8 +4,9 @@
 For every shape and dtype (f32, bf16, f16), one module is generated and
 run through `linfuse-run` optimized (the sibling matmuls merged into one GEMM
 over the packed, concatenated weights) and with `--no-optimize` (one GEMM per
-projection); the host GEMMs run on oneDNN's matmul (f32, bf16: Debian's
-libdnnl2; f16: oneDNN 3, the venv's onednn-cpu-gomp, dlopen'ed):
+projection); the host GEMMs run on oneDNN's matmul (f32, bf16 at M = 1:
+Debian's libdnnl2; f16, bf16 at M > 1: oneDNN 3, the venv's
+onednn-cpu-gomp, dlopen'ed):
 
   qkv     Q/K/V with bias (nn.Linear layout, attention):
           q, k, v = x @ Wq.T + bq, x @ Wk.T + bk, x @ Wv.T + bv,   H -> H each
@@ -364,8 +365,8 @@ def dpkg_version(*packages):
 
 
 def onednn3_version():
-    """Version of the venv's oneDNN 3 package (linfuse-run's f16 GEMMs), if
-    this Python has it installed."""
+    """Version of the venv's oneDNN 3 package (linfuse-run's f16 GEMMs and
+    bf16 ones at M > 1), if this Python has it installed."""
     try:
         from importlib import metadata  # noqa: PLC0415
         return f"onednn-cpu-gomp {metadata.version('onednn-cpu-gomp')}"
@@ -836,8 +837,13 @@ def markdown(results):
               else "")
            + (" (tree dirty)" if lib.get("tree_dirty") else ""),
            ]
-    if has_f16:
-        out.append("- linfuse-run f16 GEMMs: oneDNN 3, "
+    has_bf16 = any(r.get("dtype") == "bf16" for r in results.get("rows", []))
+    if has_f16 or has_bf16:
+        what = " and ".join(
+            w for w, on in (("f16", has_f16),
+                            ("bf16 at M > 1 (unless LINFUSE_DNNL3_BF16=0)",
+                             has_bf16)) if on)
+        out.append(f"- linfuse-run {what} GEMMs: oneDNN 3, "
                    f"{mach.get('onednn3') or 'not recorded'} (dlopen'ed)")
     torch_res = results.get("torch") or {}
     if tinfo:
