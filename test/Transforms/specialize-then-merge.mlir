@@ -39,18 +39,22 @@
 // CHECK-NEXT:    %[[VH:.*]] = tensor.extract_slice %[[H]][0, 80] [%{{.*}}, 16] [1, 1] : tensor<?x96xf16> to tensor<?x16xf16>
 // CHECK-NEXT:    return %[[QH]], %[[KH]], %[[VH]]
 // CHECK-NOT:     linalg.matmul
-// One GEMM, f16 inputs and f32 accumulation/result (the runtime's
-// linfuse_cpu_gemm_f16_f32 / linfuse_cuda_gemm_f16_f32), then the truncf.
+// One GEMM, f16 inputs, f32 accumulation, and the truncation to f16 done
+// by the GEMM itself (rounded once, to nearest even, as truncf does): the
+// runtime's linfuse_cpu_gemm_f16_f16 / linfuse_cuda_gemm_f16_f16, and no
+// conversion loop after it.
 // CPU-LABEL: llvm.func @qkv_f16
-// CPU-COUNT-1: llvm.call @linfuse_cpu_gemm_f16_f32
+// CPU-NOT:     llvm.fptrunc
+// CPU-COUNT-1: llvm.call @linfuse_cpu_gemm_f16_f16
 // CPU-NOT:     llvm.call @linfuse_cpu_gemm
+// CPU-NOT:     llvm.fptrunc
 // CPU:         llvm.return
 // CPU-NOOPT-LABEL: llvm.func @qkv_f16
-// CPU-NOOPT-COUNT-3: llvm.call @linfuse_cpu_gemm_f16_f32
+// CPU-NOOPT-COUNT-3: llvm.call @linfuse_cpu_gemm_f16_f16
 // CPU-NOOPT-NOT:     llvm.call @linfuse_cpu_gemm
 // CPU-NOOPT:         llvm.return
 // CUDA-LABEL: llvm.func @qkv_f16
-// CUDA-COUNT-1: llvm.call @linfuse_cuda_gemm_f16_f32
+// CUDA-COUNT-1: llvm.call @linfuse_cuda_gemm_f16_f16
 // CUDA-NOT:     llvm.call @linfuse_cuda_gemm
 // CUDA:         llvm.return
 

@@ -6,8 +6,11 @@
 // bias is broadcast to [M, N] by one linalg.generic and added by another,
 // whose body also carries torch's alpha multiply by 1 here. Optimized, the
 // weight casts and transposes move to the packing function and the three
-// matmuls with their bias-adds become one GEMM with a bias; --no-optimize
-// runs the three. Both compared with numpy (bf16 results: rtol 1e-2).
+// matmuls with their bias-adds become one GEMM with a bias; the matmuls read
+// the bf16 values the casts widened (one bf16 GEMM, f32 accumulation), and
+// without packing (the GEMM check) the GEMM also takes the bias in bf16 and
+// writes bf16; --no-optimize runs the three. Both compared with numpy (bf16
+// results: rtol 1e-2).
 // RUN: rm -rf %t && %python %S/Inputs/npy_check.py gen %t/in 7 x:5x32:bf16 wq:32x32:bf16:0.2 bq:32:bf16 wk:16x32:bf16:0.2 bk:16:bf16 wv:16x32:bf16:0.2 bv:16:bf16
 // RUN: linfuse-run %s --runtime-stats --input=@%t/in/x.npy --input=@%t/in/wq.npy --input=@%t/in/bq.npy --input=@%t/in/wk.npy --input=@%t/in/bk.npy --input=@%t/in/wv.npy --input=@%t/in/bv.npy --output=@%t/q.npy --output=@%t/k.npy --output=@%t/v.npy | FileCheck %s --check-prefix=OPT
 // RUN: linfuse-run %s --no-optimize --runtime-stats --input=@%t/in/x.npy --input=@%t/in/wq.npy --input=@%t/in/bq.npy --input=@%t/in/wk.npy --input=@%t/in/bk.npy --input=@%t/in/wv.npy --input=@%t/in/bv.npy --output=@%t/q0.npy --output=@%t/k0.npy --output=@%t/v0.npy | FileCheck %s --check-prefix=REF
@@ -22,7 +25,7 @@
 // NUM-NOT: FAIL
 // MERGE: remark: merged 3 matmuls sharing %{{.*}} (with their bias-adds) into one ?x64 GEMM
 // MERGE-NOT: not merged
-// GEMM: linfuse.gemm ins(%{{.*}}, %{{.*}} : tensor<?x32xf32>, tensor<32x64xf32>) bias(%{{.*}} : tensor<64xf32>)
+// GEMM: linfuse.gemm ins(%{{.*}}, %{{.*}} : tensor<?x32xbf16>, tensor<64x32xbf16>) bias(%{{.*}} : tensor<64xbf16>) outs(%{{.*}} : tensor<?x64xbf16>) transpose_b -> tensor<?x64xbf16>
 // GEMM-NOT: linfuse.gemm
 
 #map = affine_map<(d0) -> (d0)>

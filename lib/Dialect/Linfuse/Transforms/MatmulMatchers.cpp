@@ -329,3 +329,25 @@ std::optional<Attribute> mlir::linfuse::matchConstantFill(Value init) {
     return std::nullopt;
   return value;
 }
+
+Operation *mlir::linfuse::matchElementwiseUnary(Value v, Value &input) {
+  auto generic = v.getDefiningOp<linalg::GenericOp>();
+  if (!generic || !generic.hasPureTensorSemantics() ||
+      generic.getNumDpsInputs() != 1 || generic.getNumDpsInits() != 1 ||
+      generic->getNumResults() != 1 ||
+      generic.getNumParallelLoops() != generic.getNumLoops() ||
+      !llvm::all_of(generic.getIndexingMapsArray(),
+                    [](AffineMap m) { return m.isIdentity(); }) ||
+      generic.payloadUsesValueFromOperand(generic.getDpsInitOperand(0)))
+    return nullptr;
+  Block &body = *generic.getBlock();
+  auto yield = dyn_cast<linalg::YieldOp>(body.getTerminator());
+  if (!yield || yield.getNumOperands() != 1 || body.getOperations().size() != 2)
+    return nullptr;
+  Operation *op = yield.getOperand(0).getDefiningOp();
+  if (!op || op->getBlock() != &body || op->getNumOperands() != 1 ||
+      op->getOperand(0) != body.getArgument(0))
+    return nullptr;
+  input = generic.getDpsInputOperand(0)->get();
+  return op;
+}

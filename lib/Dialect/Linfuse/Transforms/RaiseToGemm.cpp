@@ -4,9 +4,10 @@
 // single BLAS / cuBLASLt call. This pass raises `linalg.matmul` and
 // `linalg.batch_matmul` (plain or transposed operand maps) into it, and
 // absorbs what such a call can do in its epilogue: a zero accumulator
-// (beta = 0, so C is not even read), a following bias-add and a following
-// activation (relu, gelu in either form, silu), each when it is the only
-// user of what came before.
+// (beta = 0, so C is not even read), a following bias-add, a following
+// activation (relu, gelu in either form, silu) and a truncation of the f32
+// result to the operands' f16/bf16, each when it is the only user of what
+// came before.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +20,7 @@
 #include "linfuse/Dialect/Linfuse/Transforms/Patterns.h"
 #include "linfuse/Dialect/Linfuse/Transforms/Remarks.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
@@ -38,7 +40,7 @@ using namespace mlir::linfuse;
 namespace {
 
 struct RaiseCounters {
-  int64_t gemms = 0, biases = 0, activations = 0;
+  int64_t gemms = 0, biases = 0, activations = 0, narrowed = 0;
 };
 
 /// Which operands a matmul's indexing maps transpose, if the maps are one
@@ -81,6 +83,57 @@ bool isGemmFloat(Type t) { return t.isF32() || t.isF16() || t.isBF16(); }
 /// The single user of `v`, if it has exactly one use.
 Operation *singleUser(Value v) {
   return v.hasOneUse() ? *v.getUsers().begin() : nullptr;
+}
+
+/// Whether `user` only truncates `v` (f32) to `narrow`, element by element,
+/// with the default rounding (to nearest even).
+bool isTruncationOf(Operation *user, Value v, Type narrow) {
+  Value input;
+  auto trunc = dyn_cast_or_null<arith::TruncFOp>(
+      user && user->getNumResults() == 1
+          ? matchElementwiseUnary(user->getResult(0), input)
+          : nullptr);
+  return trunc && input == v && trunc.getType() == narrow &&
+         !trunc.getRoundingmodeAttr();
+}
+
+/// `bias` (f32) as the same values in `narrow`, where they are exactly
+/// representable there: a constant whose every value converts exactly, the
+/// narrow value an `arith.extf` generic widened (torch-mlir's bias), or a
+/// concatenation of such (a merge's biases). Null otherwise.
+Value narrowedBias(RewriterBase &rewriter, Value bias, Type narrow) {
+  if (auto concat = bias.getDefiningOp<tensor::ConcatOp>()) {
+    SmallVector<Value> parts;
+    for (Value part : concat.getInputs()) {
+      parts.push_back(narrowedBias(rewriter, part, narrow));
+      if (!parts.back())
+        return {};
+    }
+    return tensor::ConcatOp::create(rewriter, concat.getLoc(), concat.getDim(),
+                                    parts);
+  }
+  DenseElementsAttr values;
+  if (matchPattern(bias, m_Constant(&values))) {
+    auto floatType = cast<FloatType>(narrow);
+    SmallVector<APFloat> narrowed;
+    for (APFloat v : values.getValues<APFloat>()) {
+      bool lost = false;
+      APFloat n = v;
+      if (n.convert(floatType.getFloatSemantics(), APFloat::rmNearestTiesToEven,
+                    &lost) != APFloat::opOK ||
+          lost)
+        return {};
+      narrowed.push_back(n);
+    }
+    auto type = RankedTensorType::get(values.getType().getShape(), narrow);
+    return arith::ConstantOp::create(rewriter, bias.getLoc(),
+                                     DenseElementsAttr::get(type, narrowed));
+  }
+  Value source;
+  if (isa_and_nonnull<arith::ExtFOp>(matchElementwiseUnary(bias, source)) &&
+      getElementTypeOrSelf(source) == narrow)
+    return source;
+  return {};
 }
 
 template <typename MatmulOpTy>
@@ -162,6 +215,30 @@ struct RaiseMatmul : OpRewritePattern<MatmulOpTy> {
     // else it reads) dominates that point.
     rewriter.setInsertionPoint(absorbed.empty() ? op.getOperation()
                                                 : absorbed.back());
+
+    // An f32 result truncated to A's f16/bf16 right after (torch-mlir's
+    // bf16 Linear, IREE's f16 contraction, a merge's members): the GEMM
+    // writes that type itself. It rounds once, after the epilogue, to
+    // nearest even, as `arith.truncf` does: the same values. A bias must
+    // then be of that type, and is only taken where its values are exact
+    // there.
+    bool narrowC = false;
+    if (epilogues && !integer && beta == 0.0f && cElt.isF32() && abElt != cElt)
+      if (Operation *user = singleUser(result);
+          user && isTruncationOf(user, result, abElt)) {
+        Value narrowBias = bias ? narrowedBias(rewriter, bias, abElt) : Value();
+        if (!bias || narrowBias) {
+          rewriter.setInsertionPoint(user);
+          bias = narrowBias;
+          c = tensor::EmptyOp::create(
+              rewriter, op.getLoc(),
+              tensor::getMixedSizes(rewriter, op.getLoc(), c), abElt);
+          result = user->getResult(0);
+          absorbed.push_back(user);
+          narrowC = true;
+        }
+      }
+
     auto gemm = GemmOp::create(rewriter, op.getLoc(), a, b, bias, c,
                                transposes->first, transposes->second, epilogue,
                                /*alpha=*/1.0f, beta);
@@ -175,6 +252,7 @@ struct RaiseMatmul : OpRewritePattern<MatmulOpTy> {
     ++counters->gemms;
     counters->biases += bias ? 1 : 0;
     counters->activations += epilogue != Epilogue::None;
+    counters->narrowed += narrowC;
     if (remarksEnabled()) {
       std::string what = "raised to linfuse.gemm";
       if (bias)
@@ -182,6 +260,9 @@ struct RaiseMatmul : OpRewritePattern<MatmulOpTy> {
       if (epilogue != Epilogue::None)
         what += (bias ? " and " : " with ") +
                 stringifyEpilogue(epilogue).str() + " epilogue";
+      if (narrowC)
+        what += ", writing its result rounded to " +
+                std::string(abElt.isBF16() ? "bf16" : "f16");
       emitOptimizationRemark(gemm, what);
     }
     return success();
@@ -230,6 +311,7 @@ struct RaiseToGemmPass
     numGemms += counters->gemms;
     numBiases += counters->biases;
     numActivations += counters->activations;
+    numNarrowed += counters->narrowed;
   }
 
   PassStatistic numGemms{this, "gemms-raised",
@@ -239,6 +321,9 @@ struct RaiseToGemmPass
   PassStatistic numActivations{this, "activations-fused",
                                "Number of activations absorbed into a GEMM "
                                "epilogue"};
+  PassStatistic numNarrowed{this, "truncations-fused",
+                            "Number of f32 results truncated to f16/bf16 "
+                            "that the GEMM writes in that type"};
 };
 
 } // namespace

@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "linfuse/Dialect/Linfuse/Transforms/MatmulMatchers.h"
 #include "linfuse/Dialect/Linfuse/Transforms/PassStatistics.h"
 #include "linfuse/Dialect/Linfuse/Transforms/Passes.h"
 #include "linfuse/Dialect/Linfuse/Transforms/Patterns.h"
@@ -356,6 +357,7 @@ Value collapseGroups(RewriterBase &rewriter, Location loc, Value v,
 
 struct SpecializeCounters {
   int64_t contractions = 0;
+  int64_t narrowed = 0;
 };
 
 struct SpecializeContraction : OpInterfaceRewritePattern<linalg::LinalgOp> {
@@ -453,9 +455,76 @@ struct SpecializeContraction : OpInterfaceRewritePattern<linalg::LinalgOp> {
   std::shared_ptr<SpecializeCounters> counters;
 };
 
+/// The narrow value `v` widens, if `v` is an element-wise `arith.extf`
+/// (torch-mlir's cast of a bf16 activation or weight to f32 before an f32
+/// matmul).
+Value widenedFrom(Value v) {
+  Value input;
+  return isa_and_nonnull<arith::ExtFOp>(matchElementwiseUnary(v, input))
+             ? input
+             : Value();
+}
+
+/// `linalg.matmul` / `batch_matmul` of two operands that are widened from
+/// the same narrow float type (f16, bf16) reads the narrow values instead:
+/// the named op's own implicit cast is that same `arith.extf`, so the
+/// product is unchanged, and the GEMM library then multiplies bf16/f16
+/// natively (f32 accumulation) instead of f32 copies twice the size. On
+/// weights, the widened copies then never exist.
+struct NarrowWidenedOperands : OpInterfaceRewritePattern<linalg::LinalgOp> {
+  NarrowWidenedOperands(MLIRContext *ctx,
+                        std::shared_ptr<SpecializeCounters> counters)
+      : OpInterfaceRewritePattern(ctx), counters(std::move(counters)) {}
+
+  LogicalResult matchAndRewrite(linalg::LinalgOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op) ||
+        !op.hasPureTensorSemantics() || op.getNumDpsInputs() != 2)
+      return failure();
+    Value a = widenedFrom(op.getDpsInputOperand(0)->get());
+    Value b = widenedFrom(op.getDpsInputOperand(1)->get());
+    if (!a || !b)
+      return failure();
+    Type narrow = getElementTypeOrSelf(a);
+    Type wide = getElementTypeOrSelf(op.getDpsInputOperand(0)->get());
+    if (narrow != getElementTypeOrSelf(b) ||
+        wide != getElementTypeOrSelf(op.getDpsInputOperand(1)->get()) ||
+        wide != getElementTypeOrSelf(op->getResult(0).getType()) ||
+        !(narrow.isF16() || narrow.isBF16()))
+      return failure();
+    NamedAttribute maps(
+        rewriter.getStringAttr("indexing_maps"),
+        rewriter.getAffineMapArrayAttr(op.getIndexingMapsArray()));
+    Value init = op.getDpsInitOperand(0)->get();
+    Operation *narrowed;
+    if (isa<linalg::BatchMatmulOp>(op))
+      narrowed = linalg::BatchMatmulOp::create(rewriter, op.getLoc(),
+                                               init.getType(), ValueRange{a, b},
+                                               ValueRange{init}, {maps});
+    else
+      narrowed =
+          linalg::MatmulOp::create(rewriter, op.getLoc(), init.getType(),
+                                   ValueRange{a, b}, ValueRange{init}, {maps});
+    ++counters->narrowed;
+    if (remarksEnabled()) {
+      std::string what;
+      llvm::raw_string_ostream os(what);
+      os << "narrowed to " << narrow << " operands (" << describeValue(a)
+         << ", " << describeValue(b) << " before their extf to " << wide
+         << "): the product is the same, computed natively";
+      emitOptimizationRemark(narrowed, what);
+    }
+    rewriter.replaceOp(op, narrowed->getResults());
+    return success();
+  }
+
+  std::shared_ptr<SpecializeCounters> counters;
+};
+
 void addPatterns(RewritePatternSet &patterns,
                  const std::shared_ptr<SpecializeCounters> &counters) {
-  patterns.add<SpecializeContraction>(patterns.getContext(), counters);
+  patterns.add<SpecializeContraction, NarrowWidenedOperands>(
+      patterns.getContext(), counters);
 }
 
 struct SpecializeContractionsPass
@@ -484,11 +553,15 @@ struct SpecializeContractionsPass
             applyPatternsGreedily(getOperation(), std::move(patterns), config)))
       return signalPassFailure();
     numSpecialized += counters->contractions;
+    numNarrowed += counters->narrowed;
   }
 
   PassStatistic numSpecialized{
       this, "contractions-specialized",
       "Number of contractions rewritten as linalg.matmul / batch_matmul"};
+  PassStatistic numNarrowed{
+      this, "operands-narrowed",
+      "Matmuls of widened f16/bf16 operands that now read the narrow ones"};
 };
 
 } // namespace

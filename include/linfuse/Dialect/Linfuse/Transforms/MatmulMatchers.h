@@ -95,6 +95,13 @@ std::optional<BiasAdd> matchBiasAdd(Operation *user, Value matmulResult);
 /// `init` is one (the usual zero-initialized accumulator).
 std::optional<Attribute> matchConstantFill(Value init);
 
+/// The one op a `linalg.generic` producing `v` applies to every element of
+/// its single input, if that is all it does: tensors, identity maps, all
+/// loops parallel, its destination's value unused, a body of that op on
+/// the input element and the yield of its result (an importer's `extf` /
+/// `truncf` of a whole tensor). Null otherwise; `input` is then unset.
+Operation *matchElementwiseUnary(Value v, Value &input);
+
 } // namespace linfuse
 } // namespace mlir
 
