@@ -139,7 +139,13 @@ def SpecializeContractionsPass : Pass<"linfuse-specialize-contractions"> {
     matmul); it leaves `linalg.contract` and matvec alone. Measurements in
     docs/MergeParallelMatmuls.md.
 
-    Statistics: `contractions-specialized`.
+    A `linalg.matmul` / `linalg.batch_matmul` in f32 whose two operands
+    are each widened by an element-wise `arith.extf` generic from the same
+    f16/bf16 (torch-mlir's bf16 Linear) reads the narrow values instead:
+    the named op's own cast is that `extf`, so the product is the same, and
+    the library then multiplies f16/bf16 natively.
+
+    Statistics: `contractions-specialized`, `operands-narrowed`.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect"];
@@ -276,7 +282,13 @@ def RaiseToGemmPass : Pass<"linfuse-raise-to-gemm"> {
     * an element-wise activation that is the only user of that result
       becomes the `epilogue`: relu, gelu (erf or tanh form) or silu. The
       activation is recognized by evaluating its body, not by the order of
-      its ops, so every importer's spelling is found.
+      its ops, so every importer's spelling is found;
+    * an `arith.truncf` (default rounding) of an f32 result to the f16/bf16
+      of A and B, when C is not read (beta = 0), is done by the GEMM, which
+      rounds once to nearest even after the epilogue: C takes that type. A
+      bias must then be of it too, so it is taken only when its values are
+      exact there (a constant that converts exactly, the `extf` of a narrow
+      bias, a concatenation of those); otherwise the truncation stays.
 
     Anything else (other maps, integer types, a bias-add with other users) is
     left as it is; matmuls reading slices of a merged result raise like any
@@ -293,7 +305,8 @@ def RaiseToGemmPass : Pass<"linfuse-raise-to-gemm"> {
            epilogue = <relu> -> tensor<?x64xf32>
     ```
 
-    Statistics: `gemms-raised`, `biases-fused`, `activations-fused`.
+    Statistics: `gemms-raised`, `biases-fused`, `activations-fused`,
+    `truncations-fused`.
   }];
   let dependentDialects = ["::mlir::linfuse::LinfuseDialect"];
   let options = [
