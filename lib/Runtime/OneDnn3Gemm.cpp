@@ -88,6 +88,7 @@ struct Api {
                                     float beta);
   Status (*post_ops_append_binary)(Handle ops, int alg, Handle src1);
   Status (*primitive_create)(Handle *, Handle desc);
+  Status (*primitive_destroy)(Handle);
   Status (*primitive_desc_destroy)(Handle);
   Status (*primitive_desc_query)(Handle, int what, int index, void *result);
   Status (*primitive_execute)(Handle, Handle stream, int nargs,
@@ -96,6 +97,7 @@ struct Api {
                                         const int64_t *dims, int type, int tag);
   Handle (*primitive_desc_query_md)(Handle, int what, int index);
   Status (*memory_desc_clone)(Handle *, Handle);
+  Status (*memory_desc_destroy)(Handle);
   int (*memory_desc_equal)(Handle, Handle);
   Status (*reorder_primitive_desc_create)(Handle *, Handle src,
                                           Handle srcEngine, Handle dst,
@@ -150,12 +152,14 @@ const v3::Api *api() {
     load(a->post_ops_append_eltwise, "dnnl_post_ops_append_eltwise");
     load(a->post_ops_append_binary, "dnnl_post_ops_append_binary");
     load(a->primitive_create, "dnnl_primitive_create");
+    load(a->primitive_destroy, "dnnl_primitive_destroy");
     load(a->primitive_desc_destroy, "dnnl_primitive_desc_destroy");
     load(a->primitive_desc_query, "dnnl_primitive_desc_query");
     load(a->primitive_execute, "dnnl_primitive_execute");
     load(a->memory_desc_create_with_tag, "dnnl_memory_desc_create_with_tag");
     load(a->primitive_desc_query_md, "dnnl_primitive_desc_query_md");
     load(a->memory_desc_clone, "dnnl_memory_desc_clone");
+    load(a->memory_desc_destroy, "dnnl_memory_desc_destroy");
     load(a->memory_desc_equal, "dnnl_memory_desc_equal");
     load(a->reorder_primitive_desc_create,
          "dnnl_reorder_primitive_desc_create");
@@ -278,6 +282,7 @@ bool createPacked(const Key &key, Entry &e) {
                                      v3::kTagAny) != v3::kSuccess)
     return false;
   v3::Handle pd = describeMatmul(key, e, any);
+  d->memory_desc_destroy(any);
   if (!pd)
     return false;
   v3::Handle chosen = d->primitive_desc_query_md(pd, v3::kQueryWeightsMd, 0);
@@ -293,8 +298,15 @@ bool createPacked(const Key &key, Entry &e) {
     if (rpd)
       d->primitive_desc_destroy(rpd);
   }
-  if (!ok)
-    e.primitive = e.reorderB = nullptr;
+  if (!ok) {
+    // Nothing half-made is kept: the plain primitive is tried next.
+    for (v3::Handle *p : {&e.primitive, &e.reorderB})
+      if (*p)
+        d->primitive_destroy(*p);
+    if (e.packedB)
+      d->memory_desc_destroy(e.packedB);
+    e.primitive = e.reorderB = e.packedB = nullptr;
+  }
   return ok;
 }
 

@@ -281,3 +281,188 @@ func.func @reads_its_destination(%y: tensor<4x8xf32>, %acc: tensor<4x4xf32>) -> 
   } -> tensor<4x4xf32>
   return %a, %b : tensor<4x4xf32>, tensor<4x4xf32>
 }
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+// Not merged: the second member's vector is defined between the two epilogues.
+// CHECK-LABEL: func.func @vector_between
+// CHECK-COUNT-2: arith.mulf
+func.func @vector_between(%y: tensor<4x8xf32>, %va: tensor<4xf32>, %w: tensor<4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  %s0 = tensor.extract_slice %y[0, 0] [4, 4] [1, 1] : tensor<4x8xf32> to tensor<4x4xf32>
+  %s1 = tensor.extract_slice %y[0, 4] [4, 4] [1, 1] : tensor<4x8xf32> to tensor<4x4xf32>
+  %e = tensor.empty() : tensor<4x4xf32>
+  %a = linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s0, %va : tensor<4x4xf32>, tensor<4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%v: f32, %x: f32, %o: f32):
+    %m = arith.mulf %v, %x : f32
+    linalg.yield %m : f32
+  } -> tensor<4x4xf32>
+  %vb = tensor.extract_slice %a[0, 0] [1, 4] [1, 1] : tensor<4x4xf32> to tensor<4xf32>
+  %b = linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s1, %vb : tensor<4x4xf32>, tensor<4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%v: f32, %x: f32, %o: f32):
+    %m = arith.mulf %v, %x : f32
+    linalg.yield %m : f32
+  } -> tensor<4x4xf32>
+  return %a, %b : tensor<4x4xf32>, tensor<4x4xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+// Not merged: stride-2 columns.
+// CHECK-LABEL: func.func @strided
+// CHECK-COUNT-2: math.exp
+func.func @strided(%y: tensor<4x8xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  %s0 = tensor.extract_slice %y[0, 0] [4, 4] [1, 2] : tensor<4x8xf32> to tensor<4x4xf32>
+  %s1 = tensor.extract_slice %y[0, 4] [4, 4] [1, 1] : tensor<4x8xf32> to tensor<4x4xf32>
+  %e = tensor.empty() : tensor<4x4xf32>
+  %a = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s0 : tensor<4x4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %m = math.exp %v : f32
+    linalg.yield %m : f32
+  } -> tensor<4x4xf32>
+  %b = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s1 : tensor<4x4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %m = math.exp %v : f32
+    linalg.yield %m : f32
+  } -> tensor<4x4xf32>
+  return %a, %b : tensor<4x4xf32>, tensor<4x4xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+// Not merged: only rows 0..2 of 4.
+// CHECK-LABEL: func.func @partial_rows
+// CHECK-COUNT-2: math.exp
+func.func @partial_rows(%y: tensor<4x8xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>) {
+  %s0 = tensor.extract_slice %y[0, 0] [2, 4] [1, 1] : tensor<4x8xf32> to tensor<2x4xf32>
+  %s1 = tensor.extract_slice %y[0, 4] [2, 4] [1, 1] : tensor<4x8xf32> to tensor<2x4xf32>
+  %e = tensor.empty() : tensor<2x4xf32>
+  %a = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s0 : tensor<2x4xf32>) outs(%e : tensor<2x4xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %m = math.exp %v : f32
+    linalg.yield %m : f32
+  } -> tensor<2x4xf32>
+  %b = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s1 : tensor<2x4xf32>) outs(%e : tensor<2x4xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %m = math.exp %v : f32
+    linalg.yield %m : f32
+  } -> tensor<2x4xf32>
+  return %a, %b : tensor<2x4xf32>, tensor<2x4xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+// Not merged: the second epilogue in an scf.if region.
+// CHECK-LABEL: func.func @other_block
+// CHECK-COUNT-2: math.exp
+func.func @other_block(%y: tensor<4x8xf32>, %p: i1) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  %s0 = tensor.extract_slice %y[0, 0] [4, 4] [1, 1] : tensor<4x8xf32> to tensor<4x4xf32>
+  %s1 = tensor.extract_slice %y[0, 4] [4, 4] [1, 1] : tensor<4x8xf32> to tensor<4x4xf32>
+  %e = tensor.empty() : tensor<4x4xf32>
+  %a = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s0 : tensor<4x4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %m = math.exp %v : f32
+    linalg.yield %m : f32
+  } -> tensor<4x4xf32>
+  %r = scf.if %p -> tensor<4x4xf32> {
+    %b = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+        ins(%s1 : tensor<4x4xf32>) outs(%e : tensor<4x4xf32>) {
+    ^bb0(%v: f32, %o: f32):
+      %m = math.exp %v : f32
+      linalg.yield %m : f32
+    } -> tensor<4x4xf32>
+    scf.yield %b : tensor<4x4xf32>
+  } else {
+    scf.yield %e : tensor<4x4xf32>
+  }
+  return %a, %r : tensor<4x4xf32>, tensor<4x4xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+// Not merged: the slice also returned, used before its epilogue.
+// CHECK-LABEL: func.func @other_user
+// CHECK-COUNT-2: math.exp
+func.func @other_user(%y: tensor<4x8xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) {
+  %s0 = tensor.extract_slice %y[0, 0] [4, 4] [1, 1] : tensor<4x8xf32> to tensor<4x4xf32>
+  %s1 = tensor.extract_slice %y[0, 4] [4, 4] [1, 1] : tensor<4x8xf32> to tensor<4x4xf32>
+  %e = tensor.empty() : tensor<4x4xf32>
+  %c = tensor.cast %s1 : tensor<4x4xf32> to tensor<4x4xf32>
+  %a = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s0 : tensor<4x4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %m = math.exp %v : f32
+    linalg.yield %m : f32
+  } -> tensor<4x4xf32>
+  %b = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s1 : tensor<4x4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %m = math.exp %v : f32
+    linalg.yield %m : f32
+  } -> tensor<4x4xf32>
+  return %a, %b, %c : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+// Not merged: the slices leave the last column out (a trailing gap), so
+// the merged op would compute a column no member asked for.
+// CHECK-LABEL: func.func @trailing_gap
+// CHECK-COUNT-2: arith.addf
+func.func @trailing_gap(%y: tensor<4x9xf32>, %v0: tensor<4xf32>, %v1: tensor<4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  %s0 = tensor.extract_slice %y[0, 0] [4, 4] [1, 1] : tensor<4x9xf32> to tensor<4x4xf32>
+  %s1 = tensor.extract_slice %y[0, 4] [4, 4] [1, 1] : tensor<4x9xf32> to tensor<4x4xf32>
+  %e = tensor.empty() : tensor<4x4xf32>
+  %a = linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s0, %v0 : tensor<4x4xf32>, tensor<4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%v: f32, %w: f32, %o: f32):
+    %m = arith.addf %v, %w : f32
+    linalg.yield %m : f32
+  } -> tensor<4x4xf32>
+  %b = linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s1, %v1 : tensor<4x4xf32>, tensor<4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%v: f32, %w: f32, %o: f32):
+    %m = arith.addf %v, %w : f32
+    linalg.yield %m : f32
+  } -> tensor<4x4xf32>
+  return %a, %b : tensor<4x4xf32>, tensor<4x4xf32>
+}
+
+// -----
+
+// Rank 0: nothing to tile (and no crash).
+#m = affine_map<() -> ()>
+// CHECK-LABEL: func.func @rank0
+// CHECK:         math.tanh
+func.func @rank0(%y: tensor<f32>) -> (tensor<f32>, tensor<f32>) {
+  %s0 = tensor.extract_slice %y[] [] [] : tensor<f32> to tensor<f32>
+  %s1 = tensor.extract_slice %y[] [] [] : tensor<f32> to tensor<f32>
+  %e = tensor.empty() : tensor<f32>
+  %a = linalg.generic {indexing_maps = [#m, #m], iterator_types = []}
+      ins(%s0 : tensor<f32>) outs(%e : tensor<f32>) {
+  ^bb0(%v: f32, %o: f32):
+    %n = math.tanh %v : f32
+    linalg.yield %n : f32
+  } -> tensor<f32>
+  %b = linalg.generic {indexing_maps = [#m, #m], iterator_types = []}
+      ins(%s1 : tensor<f32>) outs(%e : tensor<f32>) {
+  ^bb0(%v: f32, %o: f32):
+    %n = math.tanh %v : f32
+    linalg.yield %n : f32
+  } -> tensor<f32>
+  return %a, %b : tensor<f32>, tensor<f32>
+}

@@ -17,7 +17,7 @@
 // STATS-NEXT:   (S) 3 groups-merged
 // STATS-NEXT:   (S) 5 matmuls-removed
 // STATS-NEXT:   (S) 86016 bytes-concatenated
-// STATS-NEXT:   (S) 1 epilogues-merged
+// STATS-NEXT:   (S) 2 epilogues-merged
 
 // CHECK-DAG:   #[[MK:.*]] = affine_map<(d0, d1, d2) -> (d0, d2)>
 // CHECK-DAG:   #[[NK:.*]] = affine_map<(d0, d1, d2) -> (d1, d2)>

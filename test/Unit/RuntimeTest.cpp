@@ -399,6 +399,29 @@ TEST_F(RuntimeTest, ConstantWeightsAreReorderedAndReleased) {
         }
 }
 
+/// The reordered copy is what later calls read: new values at the same
+/// address are not seen until linfuse_cpu_release_packed_weights (the
+/// contract of LINFUSE_GEMM_CONSTANT_B), on oneDNN 2 (f32) and 3 (bf16).
+TEST_F(RuntimeTest, ReorderedWeightsAreReusedUntilReleased) {
+  for (linfuse_dtype type : {LINFUSE_F32, LINFUSE_BF16}) {
+    SCOPED_TRACE("type " + std::to_string(type));
+    int32_t flags = kTransB | LINFUSE_GEMM_CONSTANT_B;
+    Operands ops = contiguousOperands(type, LINFUSE_F32, flags, 16, 96, 64);
+    Gemm g;
+    g.abType = type;
+    g.flags = flags;
+    runAndCheck(g, ops.a, ops.b, ops.c);
+    const std::vector<uint8_t> first = ops.c.bytes;
+    ops.b = randomized(std::move(ops.b), 9); // same buffer, new values
+    ASSERT_EQ(LINFUSE_OK, g.run(ops.a, ops.b, ops.c));
+    EXPECT_EQ(first, ops.c.bytes) << "the new values were read: no reuse";
+    linfuse_cpu_release_packed_weights();
+    runAndCheck(g, ops.a, ops.b, ops.c); // the new values now
+    EXPECT_NE(first, ops.c.bytes);
+    linfuse_cpu_release_packed_weights();
+  }
+}
+
 TEST_F(RuntimeTest, ConstantWeightsWithoutBias) {
   for (linfuse_dtype type : {LINFUSE_F32, LINFUSE_BF16})
     for (int64_t m : {16, 1}) {

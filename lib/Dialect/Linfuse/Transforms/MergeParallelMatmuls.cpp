@@ -888,7 +888,8 @@ struct MergeParallelMatmulsPass
       this, "bytes-concatenated", "Bytes of weights (or inputs) concatenated"};
   PassStatistic numEpiloguesMerged{
       this, "epilogues-merged",
-      "Element-wise epilogues of slices merged into one over the whole"};
+      "Element-wise epilogues of slices removed by merging them into one "
+      "over the whole"};
 
   /// "merged 3 matmuls sharing %x into one " (the shape follows).
   static std::string describe(const MergeGroup &group) {

@@ -67,7 +67,7 @@ std::optional<Member> matchMember(tensor::ExtractSliceOp slice) {
   Value source = slice.getSource();
   auto sourceType = cast<RankedTensorType>(source.getType());
   int64_t rank = sourceType.getRank();
-  if (slice.getType().getRank() != rank || !slice->hasOneUse())
+  if (rank == 0 || slice.getType().getRank() != rank || !slice->hasOneUse())
     return std::nullopt;
   for (OpFoldResult stride : slice.getMixedStrides())
     if (getConstantIntValue(stride) != 1)
@@ -85,7 +85,7 @@ std::optional<Member> matchMember(tensor::ExtractSliceOp slice) {
   }
   std::optional<int64_t> offset = getConstantIntValue(offsets.back());
   std::optional<int64_t> width = getConstantIntValue(sizes.back());
-  if (!offset || !width)
+  if (!offset || !width || *width <= 0)
     return std::nullopt;
 
   auto generic = dyn_cast<linalg::GenericOp>(*slice->getUsers().begin());
@@ -159,8 +159,10 @@ struct MergeSlicedEpilogues : OpRewritePattern<tensor::ExtractSliceOp> {
     Value source = root.getSource();
     auto sourceType = cast<RankedTensorType>(source.getType());
     int64_t rank = sourceType.getRank();
+    if (rank == 0)
+      return failure();
     int64_t n = sourceType.getDimSize(rank - 1);
-    if (rank == 0 || ShapedType::isDynamic(n))
+    if (ShapedType::isDynamic(n))
       return failure();
 
     // Every user of the source is a member, and the members' columns
@@ -177,7 +179,7 @@ struct MergeSlicedEpilogues : OpRewritePattern<tensor::ExtractSliceOp> {
     }
     if (members.size() < 2)
       return failure();
-    llvm::sort(members, [](const Member &a, const Member &b) {
+    llvm::stable_sort(members, [](const Member &a, const Member &b) {
       return a.offset < b.offset;
     });
     // The pattern fires at the first slice only.
@@ -299,7 +301,7 @@ struct MergeSlicedEpilogues : OpRewritePattern<tensor::ExtractSliceOp> {
       rewriter.eraseOp(m.slice);
     }
     if (counter)
-      ++*counter;
+      *counter += members.size() - 1;
     emitOptimizationRemark(merged, "merged " + std::to_string(members.size()) +
                                        " element-wise epilogues of slices "
                                        "into one over the " +

@@ -31,7 +31,7 @@ void populateFoldMatmulChainsPatterns(RewritePatternSet &patterns,
 /// `linalg.generic`, differing only in per-column vectors, one generic runs
 /// over the whole tensor with those vectors concatenated, and the slices
 /// move after it (per-channel dequantization scales, biases, activations).
-/// `counter`, if given, counts the merges.
+/// `counter`, if given, counts the epilogues that merging removed.
 void populateMergeSlicedEpiloguesPatterns(RewritePatternSet &patterns,
                                           unsigned *counter = nullptr);
 
