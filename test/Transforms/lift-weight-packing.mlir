@@ -263,3 +263,34 @@ func.func @scaled_weight(%x: tensor<?x8xf32>, %g: tensor<4xf32> {linfuse.weight}
   %z = linalg.matmul ins(%x, %ab : tensor<?x8xf32>, tensor<8x4xf32>) outs(%f : tensor<?x4xf32>) -> tensor<?x4xf32>
   return %y, %z : tensor<?x4xf32>, tensor<?x4xf32>
 }
+
+// -----
+
+// A packed value that widens narrower weights (torch-mlir's bf16 biases,
+// cast to f32 and concatenated by a merge) says so on @f's argument:
+// `linfuse.exact_in = bf16`, so that a GEMM writing bf16 can read it back
+// in bf16 exactly. A packed value computed otherwise carries no such claim.
+#id1 = affine_map<(d0) -> (d0)>
+// CHECK-LABEL: func.func @widened_biases(
+// CHECK-SAME:    %{{.*}}: tensor<4xf32>, %{{.*}}: tensor<6xf32> {linfuse.exact_in = bf16, linfuse.packed = 0 : i64}, %{{.*}}: tensor<2xf32> {linfuse.packed = 1 : i64})
+func.func @widened_biases(%x: tensor<4xf32>, %b0: tensor<4xbf16> {linfuse.weight}, %b1: tensor<2xbf16> {linfuse.weight}, %s: tensor<2xf32> {linfuse.weight}) -> (tensor<6xf32>, tensor<2xf32>) {
+  %e0 = tensor.empty() : tensor<4xf32>
+  %w0 = linalg.generic {indexing_maps = [#id1, #id1], iterator_types = ["parallel"]} ins(%b0 : tensor<4xbf16>) outs(%e0 : tensor<4xf32>) {
+  ^bb0(%in: bf16, %out: f32):
+    %v = arith.extf %in : bf16 to f32
+    linalg.yield %v : f32
+  } -> tensor<4xf32>
+  %e1 = tensor.empty() : tensor<2xf32>
+  %w1 = linalg.generic {indexing_maps = [#id1, #id1], iterator_types = ["parallel"]} ins(%b1 : tensor<2xbf16>) outs(%e1 : tensor<2xf32>) {
+  ^bb0(%in: bf16, %out: f32):
+    %v = arith.extf %in : bf16 to f32
+    linalg.yield %v : f32
+  } -> tensor<2xf32>
+  %c = tensor.concat dim(0) %w0, %w1 : (tensor<4xf32>, tensor<2xf32>) -> tensor<6xf32>
+  %d = linalg.generic {indexing_maps = [#id1, #id1, #id1], iterator_types = ["parallel"]} ins(%w1, %s : tensor<2xf32>, tensor<2xf32>) outs(%e1 : tensor<2xf32>) {
+  ^bb0(%a: f32, %b: f32, %out: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<2xf32>
+  return %c, %d : tensor<6xf32>, tensor<2xf32>
+}

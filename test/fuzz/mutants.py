@@ -173,6 +173,16 @@ def reads_undefined(text):
     input, as a matmul's accumulator, or as a generic's init that its body
     reads."""
     empties = set(re.findall(r"(%[\w]+) = tensor\.empty", text))
+    # Views and casts of an empty tensor are just as undefined.
+    views = re.findall(r"(%[\w]+) = tensor\.(?:cast|extract_slice|collapse_shape|"
+                       r"expand_shape|reshape) (%[\w]+)\b", text)
+    grew = True
+    while grew:
+        grew = False
+        for result, source in views:
+            if source in empties and result not in empties:
+                empties.add(result)
+                grew = True
     used = lambda operands: any(re.search(re.escape(e) + r"\b", operands) for e in empties)
     if any(used(ins) for ins in re.findall(r"(?:ins\(|return )([^:)]*)", text)):
         return True

@@ -27,6 +27,15 @@
 // MERGE-NOT: not merged
 // GEMM: linfuse.gemm ins(%{{.*}}, %{{.*}} : tensor<?x32xbf16>, tensor<64x32xbf16>) bias(%{{.*}} : tensor<64xbf16>) outs(%{{.*}} : tensor<?x64xbf16>) transpose_b -> tensor<?x64xbf16>
 // GEMM-NOT: linfuse.gemm
+// With the weights lifted into the packing function (what linfuse-run
+// does), the packed f32 bias is marked exact in bf16, truncated back (64
+// values per call) and the GEMM still writes bf16:
+// RUN: linfuse-opt %s --linfuse-optimize=lift-weights=true | linfuse-opt --linfuse-raise-to-gemm | FileCheck %s --check-prefix=LIFTED
+// LIFTED-LABEL: func.func @main(
+// LIFTED-SAME:    tensor<64xf32> {linfuse.exact_in = bf16, linfuse.packed = {{[0-9]+}} : i64}
+// LIFTED:         arith.truncf %{{.*}} : f32 to bf16
+// LIFTED:         linfuse.gemm ins(%{{.*}}, %{{.*}} : tensor<?x32xbf16>, tensor<64x32xbf16>) bias(%{{.*}} : tensor<64xbf16>) outs(%{{.*}} : tensor<?x64xbf16>) transpose_b -> tensor<?x64xbf16>
+// LIFTED-NOT:     arith.truncf
 
 #map = affine_map<(d0) -> (d0)>
 #map1 = affine_map<(d0, d1) -> (d0, d1)>

@@ -7,11 +7,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "linfuse/Dialect/Linfuse/Transforms/MatmulMatchers.h"
 #include "linfuse/Dialect/Linfuse/Transforms/PassStatistics.h"
 #include "linfuse/Dialect/Linfuse/Transforms/Passes.h"
 #include "linfuse/Dialect/Linfuse/Transforms/Remarks.h"
 #include "linfuse/Dialect/Linfuse/Transforms/WeightValues.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
@@ -37,6 +39,10 @@ using namespace mlir::linfuse;
 
 static constexpr StringLiteral kWeightAttr = kWeightArgAttr;
 static constexpr StringLiteral kPackedAttr = "linfuse.packed";
+/// On a packed argument of @f: its values are all exact in this narrower
+/// float type (a packed bias widened from bf16), which the lowering may use
+/// to read it in that type (a GEMM writing bf16 needs a bf16 bias).
+static constexpr StringLiteral kExactInAttr = "linfuse.exact_in";
 static constexpr StringLiteral kPackFunctionAttr = "linfuse.pack_function";
 
 namespace {
@@ -140,6 +146,25 @@ struct LiftWeightPackingPass
       for (Value r : op->getResults())
         if (usedOutside(r))
           (isa<ShapedType>(r.getType()) ? packed : sizes).push_back(r);
+    // Which packed values are widenings (of a narrower float type, as an
+    // element-wise extf or a concatenation of such): computed before the
+    // lifted ops go away.
+    std::function<Type(Value)> exactIn = [&](Value v) -> Type {
+      if (auto concat = v.getDefiningOp<tensor::ConcatOp>()) {
+        Type common;
+        for (Value part : concat.getInputs()) {
+          Type t = exactIn(part);
+          if (!t || (common && t != common))
+            return {};
+          common = t;
+        }
+        return common;
+      }
+      Value input;
+      if (isa_and_nonnull<arith::ExtFOp>(matchElementwiseUnary(v, input)))
+        return getElementTypeOrSelf(input);
+      return {};
+    };
     SmallVector<BlockArgument> weights;
     for (BlockArgument arg : entry.getArguments())
       if (fn.getArgAttr(arg.getArgNumber(), kWeightAttr)) {
@@ -149,6 +174,8 @@ struct LiftWeightPackingPass
       }
     if (failed(collectSizeSources(sizes, packTensor)))
       return failure();
+
+    SmallVector<Type> exact = llvm::map_to_vector(packed, exactIn);
 
     // @f__pack(weights...) -> packed...
     OpBuilder b(fn);
@@ -227,9 +254,13 @@ struct LiftWeightPackingPass
       argTypes.push_back(arg.getType());
       if (i < firstPacked)
         argAttrs.push_back(fn.getArgAttrDict(i));
-      else
-        argAttrs.push_back(b.getDictionaryAttr(
-            b.getNamedAttr(kPackedAttr, b.getI64IntegerAttr(i - firstPacked))));
+      else {
+        SmallVector<NamedAttribute> attrs = {
+            b.getNamedAttr(kPackedAttr, b.getI64IntegerAttr(i - firstPacked))};
+        if (Type t = exact[i - firstPacked])
+          attrs.push_back(b.getNamedAttr(kExactInAttr, TypeAttr::get(t)));
+        argAttrs.push_back(b.getDictionaryAttr(attrs));
+      }
     }
     entry.eraseArguments(erase);
     fn.setFunctionType(b.getFunctionType(argTypes, fn.getResultTypes()));

@@ -25,6 +25,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir {
@@ -133,7 +134,33 @@ Value narrowedBias(RewriterBase &rewriter, Value bias, Type narrow) {
   if (isa_and_nonnull<arith::ExtFOp>(matchElementwiseUnary(bias, source)) &&
       getElementTypeOrSelf(source) == narrow)
     return source;
-  return {};
+  // A packed argument whose values the packing function widened from
+  // `narrow` (`linfuse.exact_in`, --linfuse-lift-weight-packing): truncated
+  // back on each call, exactly (N values, against M x N for the result).
+  auto arg = dyn_cast<BlockArgument>(bias);
+  auto fn = arg ? dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp())
+                : FunctionOpInterface();
+  auto type = dyn_cast<RankedTensorType>(bias.getType());
+  if (!fn || !type || arg.getOwner() != &fn.getFunctionBody().front())
+    return {};
+  auto exact =
+      fn.getArgAttrOfType<TypeAttr>(arg.getArgNumber(), "linfuse.exact_in");
+  if (!exact || exact.getValue() != narrow)
+    return {};
+  Location loc = bias.getLoc();
+  Value init = tensor::EmptyOp::create(
+      rewriter, loc, tensor::getMixedSizes(rewriter, loc, bias), narrow);
+  AffineMap id = rewriter.getMultiDimIdentityMap(type.getRank());
+  SmallVector<utils::IteratorType> loops(type.getRank(),
+                                         utils::IteratorType::parallel);
+  return linalg::GenericOp::create(
+             rewriter, loc, TypeRange{init.getType()}, ValueRange{bias},
+             ValueRange{init}, ArrayRef<AffineMap>{id, id}, loops,
+             [&](OpBuilder &b, Location l, ValueRange args) {
+               Value t = arith::TruncFOp::create(b, l, narrow, args[0]);
+               linalg::YieldOp::create(b, l, t);
+             })
+      ->getResult(0);
 }
 
 template <typename MatmulOpTy>

@@ -288,7 +288,9 @@ def RaiseToGemmPass : Pass<"linfuse-raise-to-gemm"> {
       rounds once to nearest even after the epilogue: C takes that type. A
       bias must then be of it too, so it is taken only when its values are
       exact there (a constant that converts exactly, the `extf` of a narrow
-      bias, a concatenation of those); otherwise the truncation stays.
+      bias, a concatenation of those, a packed argument marked
+      `linfuse.exact_in` by the weight lifting); otherwise the truncation
+      stays.
 
     Anything else (other maps, integer types, a bias-add with other users) is
     left as it is; matmuls reading slices of a merged result raise like any
