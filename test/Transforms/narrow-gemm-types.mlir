@@ -14,7 +14,7 @@
 // STATS:      linfuse-specialize-contractions
 // STATS:        (S) 2 operands-narrowed
 // STATS:      linfuse-raise-to-gemm
-// STATS:        (S) 3 truncations-fused
+// STATS:        (S) 4 truncations-fused
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #id1 = affine_map<(d0) -> (d0)>
@@ -288,4 +288,30 @@ func.func @one_side_widened(%x: tensor<4x8xbf16>, %w: tensor<8x2xf32>) -> tensor
   %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x2xf32>) -> tensor<4x2xf32>
   %y = linalg.matmul ins(%xf, %w : tensor<4x8xf32>, tensor<8x2xf32>) outs(%f : tensor<4x2xf32>) -> tensor<4x2xf32>
   return %y : tensor<4x2xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+// The truncation spells the rows statically (4) where the matmul left them
+// dynamic: the GEMM writes ?x2 and a tensor.cast gives the users the type
+// they had (the IR stays valid).
+// GEMM-LABEL: func.func @static_truncation_of_dynamic
+// GEMM:         %[[G:.*]] = linfuse.gemm ins(%arg0, %arg1 : tensor<?x8xbf16>, tensor<8x2xbf16>) outs(%{{.*}} : tensor<?x2xbf16>) -> tensor<?x2xbf16>
+// GEMM-NEXT:    %[[C:.*]] = tensor.cast %[[G]] : tensor<?x2xbf16> to tensor<4x2xbf16>
+// GEMM-NEXT:    return %[[C]] : tensor<4x2xbf16>
+func.func @static_truncation_of_dynamic(%x: tensor<?x8xbf16>, %w: tensor<8x2xbf16>) -> tensor<4x2xbf16> {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %m = tensor.dim %x, %c0 : tensor<?x8xbf16>
+  %e = tensor.empty(%m) : tensor<?x2xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?x2xf32>) -> tensor<?x2xf32>
+  %y = linalg.matmul ins(%x, %w : tensor<?x8xbf16>, tensor<8x2xbf16>) outs(%f : tensor<?x2xf32>) -> tensor<?x2xf32>
+  %he = tensor.empty() : tensor<4x2xbf16>
+  %h = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%y : tensor<?x2xf32>) outs(%he : tensor<4x2xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<4x2xbf16>
+  return %h : tensor<4x2xbf16>
 }

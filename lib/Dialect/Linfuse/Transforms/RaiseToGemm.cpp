@@ -269,7 +269,13 @@ struct RaiseMatmul : OpRewritePattern<MatmulOpTy> {
     auto gemm = GemmOp::create(rewriter, op.getLoc(), a, b, bias, c,
                                transposes->first, transposes->second, epilogue,
                                /*alpha=*/1.0f, beta);
-    rewriter.replaceAllUsesWith(result, gemm.getResult());
+    // An absorbed op may spell a static size the matmul left dynamic (or
+    // the other way round): its users keep the type they had.
+    Value replacement = gemm.getResult();
+    if (replacement.getType() != result.getType())
+      replacement = tensor::CastOp::create(rewriter, op.getLoc(),
+                                           result.getType(), replacement);
+    rewriter.replaceAllUsesWith(result, replacement);
     for (Operation *dead : llvm::reverse(absorbed))
       rewriter.eraseOp(dead);
     if (biasBroadcast && biasBroadcast->use_empty())
