@@ -315,3 +315,32 @@ func.func @static_truncation_of_dynamic(%x: tensor<?x8xbf16>, %w: tensor<8x2xbf1
   } -> tensor<4x2xbf16>
   return %h : tensor<4x2xbf16>
 }
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+// Not narrowed: `linfuse.exact_in` on an argument the weight lifting did
+// not make (no `linfuse.packed`, no packing function) is not trusted, so
+// the bias stays f32 and so does the result.
+// GEMM-LABEL: func.func @untrusted_exact_in
+// GEMM:         linfuse.gemm {{.*}} bias(%arg2 : tensor<2xf32>) outs(%{{.*}} : tensor<4x2xf32>) -> tensor<4x2xf32>
+// GEMM:         arith.truncf
+func.func @untrusted_exact_in(%x: tensor<4x8xbf16>, %w: tensor<8x2xbf16>, %b: tensor<2xf32> {linfuse.exact_in = bf16}) -> tensor<4x2xbf16> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x2xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x2xf32>) -> tensor<4x2xf32>
+  %y = linalg.matmul ins(%x, %w : tensor<4x8xbf16>, tensor<8x2xbf16>) outs(%f : tensor<4x2xf32>) -> tensor<4x2xf32>
+  %yb = linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]} ins(%y, %b : tensor<4x2xf32>, tensor<2xf32>) outs(%e : tensor<4x2xf32>) {
+  ^bb0(%a: f32, %bb: f32, %o: f32):
+    %s = arith.addf %a, %bb : f32
+    linalg.yield %s : f32
+  } -> tensor<4x2xf32>
+  %he = tensor.empty() : tensor<4x2xbf16>
+  %h = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%yb : tensor<4x2xf32>) outs(%he : tensor<4x2xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<4x2xbf16>
+  return %h : tensor<4x2xbf16>
+}

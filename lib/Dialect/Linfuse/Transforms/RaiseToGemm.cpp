@@ -143,9 +143,13 @@ Value narrowedBias(RewriterBase &rewriter, Value bias, Type narrow) {
   auto type = dyn_cast<RankedTensorType>(bias.getType());
   if (!fn || !type || arg.getOwner() != &fn.getFunctionBody().front())
     return {};
+  // Only the lifting's own claim, on a packed argument of a function it
+  // made: a hand-written one is not taken on trust.
   auto exact =
       fn.getArgAttrOfType<TypeAttr>(arg.getArgNumber(), "linfuse.exact_in");
-  if (!exact || exact.getValue() != narrow)
+  if (!exact || exact.getValue() != narrow ||
+      !fn.getArgAttr(arg.getArgNumber(), "linfuse.packed") ||
+      !fn->hasAttr("linfuse.pack_function"))
     return {};
   Location loc = bias.getLoc();
   Value init = tensor::EmptyOp::create(

@@ -470,7 +470,9 @@ Value widenedFrom(Value v) {
 /// the named op's own implicit cast is that same `arith.extf`, so the
 /// product is unchanged, and the GEMM library then multiplies bf16/f16
 /// natively (f32 accumulation) instead of f32 copies twice the size. On
-/// weights, the widened copies then never exist.
+/// weights, the widened copies then never exist. The one difference: bf16
+/// denormal inputs and results, which oneDNN's bf16 kernels flush to zero
+/// (as PyTorch's bf16 matmuls do) where the f32 program kept them.
 struct NarrowWidenedOperands : OpInterfaceRewritePattern<linalg::LinalgOp> {
   NarrowWidenedOperands(MLIRContext *ctx,
                         std::shared_ptr<SpecializeCounters> counters)

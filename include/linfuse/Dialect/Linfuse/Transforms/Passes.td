@@ -142,8 +142,9 @@ def SpecializeContractionsPass : Pass<"linfuse-specialize-contractions"> {
     A `linalg.matmul` / `linalg.batch_matmul` in f32 whose two operands
     are each widened by an element-wise `arith.extf` generic from the same
     f16/bf16 (torch-mlir's bf16 Linear) reads the narrow values instead:
-    the named op's own cast is that `extf`, so the product is the same, and
-    the library then multiplies f16/bf16 natively.
+    the named op's own cast is that `extf`, so the product is the same
+    (except for bf16 denormals, which oneDNN's bf16 kernels flush to zero,
+    as PyTorch's do), and the library then multiplies f16/bf16 natively.
 
     Statistics: `contractions-specialized`, `operands-narrowed`.
   }];
