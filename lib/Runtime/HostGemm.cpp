@@ -36,7 +36,6 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <memory>
 
@@ -46,13 +45,11 @@ namespace {
 
 constexpr const char *kFn = "linfuse_cpu_gemm";
 
-/// Whether bf16 weights at M > 1 go to oneDNN 3: yes unless
-/// $LINFUSE_DNNL3_BF16 is 0 (everything bf16 on oneDNN 2, as before).
+/// Whether bf16 GEMMs are offered to oneDNN 3 (which takes the weights it
+/// reorders, at M > 1): yes unless $LINFUSE_DNNL3_BF16 is 0 (everything
+/// bf16 on oneDNN 2, as before).
 bool bf16OnOneDnn3() {
-  static const bool on = [] {
-    const char *env = std::getenv("LINFUSE_DNNL3_BF16");
-    return !(env && std::strcmp(env, "0") == 0);
-  }();
+  static const bool on = !switchedOff("LINFUSE_DNNL3_BF16");
   return on;
 }
 
@@ -579,12 +576,12 @@ int32_t linfuse_cpu_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
   if (p.k > 0 && alpha == 1.0f && beta == 0.0f) {
     const GemmMatrix *biasMatrix = hasBias ? &p.bias : nullptr;
     bool constantB = flags & LINFUSE_GEMM_CONSTANT_B;
-    // f16 has only oneDNN 3; bf16 weights at M > 1 run faster there (its
-    // AMX kernels on reordered weights, docs/Design.md), the rest on
-    // oneDNN 2, which is also where bf16 goes when oneDNN 3 is missing.
+    // f16 has only oneDNN 3; bf16 weights it reorders (M > 1) run faster
+    // there (AMX kernels, docs/Design.md) and it declines other bf16
+    // problems; the rest runs on oneDNN 2, which is also where bf16 goes
+    // when oneDNN 3 is missing.
     bool three =
-        ab_type == LINFUSE_F16 || (ab_type == LINFUSE_BF16 && constantB &&
-                                   p.m > 1 && p.batch == 1 && bf16OnOneDnn3());
+        ab_type == LINFUSE_F16 || (ab_type == LINFUSE_BF16 && bf16OnOneDnn3());
     if ((three && oneDnn3Gemm(ab_type, c_type, p.a, transA, p.b, transB,
                               biasMatrix, p.c, epilogue, constantB)) ||
         (ab_type != LINFUSE_F16 &&

@@ -406,6 +406,10 @@ bool linfuse::runtime::oneDnn3Gemm(int32_t abType, int32_t cType,
                         /*vectorKernel=*/false))
     return false;
   key.packB = packsWeight(key.ops, constantB);
+  // bf16 comes here for its reordered weights only (oneDNN 2 reads plain
+  // ones as fast, and faster at M = 1): the caller runs the rest there.
+  if (abType == LINFUSE_BF16 && !key.packB)
+    return false;
   ThreadScope threads(key.ops.threads, d->omp);
   const Entry &entry = lookup(key);
   v3::Handle s = stream();

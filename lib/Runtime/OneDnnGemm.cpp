@@ -132,10 +132,7 @@ int defaultThreads() {
 } // namespace
 
 bool linfuse::runtime::packsWeight(const Operands &ops, bool constantB) {
-  static const bool on = [] {
-    const char *env = std::getenv("LINFUSE_REORDER_WEIGHTS");
-    return !(env && std::strcmp(env, "0") == 0);
-  }();
+  static const bool on = !switchedOff("LINFUSE_REORDER_WEIGHTS");
   return on && constantB && ops.a.dims[1] > 1 && ops.a.dims[0] == 1 &&
          ops.b.dims[0] == 1 && ops.c.dims[0] == 1;
 }

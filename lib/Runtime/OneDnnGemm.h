@@ -35,9 +35,10 @@ bool oneDnnGemm(int32_t abType, int32_t cType, const GemmMatrix &a, bool transA,
                 const GemmMatrix &c, int32_t epilogue, bool constantB);
 
 /// The same on oneDNN 3 when it can be loaded (OneDnn3Gemm.cpp): for f16
-/// A and B (oneDNN 2 has no f16 matmul on the CPU) and for bf16 weights at
-/// M > 1 (its AMX kernels on reordered weights are faster); false when it
-/// cannot be loaded, or has no kernel for the problem.
+/// A and B (oneDNN 2 has no f16 matmul on the CPU) and for bf16 weights it
+/// reorders (packsWeight: M > 1; its AMX kernels on them are faster); false
+/// for other bf16 problems, when it cannot be loaded, or has no kernel for
+/// the problem.
 bool oneDnn3Gemm(int32_t abType, int32_t cType, const GemmMatrix &a,
                  bool transA, const GemmMatrix &b, bool transB,
                  const GemmMatrix *bias, const GemmMatrix &c, int32_t epilogue,

@@ -12,8 +12,18 @@
 #include "linfuse/Runtime/Runtime.h"
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 namespace linfuse::runtime {
+
+/// Whether the environment variable `name` is "0": how the runtime's
+/// on-by-default choices are switched off ($LINFUSE_REORDER_WEIGHTS,
+/// $LINFUSE_DNNL3_BF16).
+inline bool switchedOff(const char *name) {
+  const char *value = std::getenv(name);
+  return value && std::strcmp(value, "0") == 0;
+}
 
 /// Formats a one-line message, records it with `status` as the process's
 /// error (if no earlier error is pending) and returns `status`, so that
