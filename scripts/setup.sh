@@ -19,8 +19,10 @@ PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   # build
   cmake ninja-build g++ pkg-config
-  # runtime host backend
-  libopenblas-dev libdnnl-dev
+  # runtime host backend; libdnnl-dev's CMake config requires OpenCL's
+  # (Debian builds oneDNN with its OpenCL GPU runtime), which it only
+  # recommends: without it, find_package(dnnl) fails on a fresh machine
+  libopenblas-dev libdnnl-dev ocl-icd-opencl-dev
   # safetensors weight files (the runtime's header parser, header-only)
   nlohmann-json3-dev
   # tests and bindings
