@@ -72,3 +72,18 @@ from lit_cuda import cuda_device_visible  # noqa: E402
 
 if cuda_device_visible():
     config.available_features.add("cuda-device")
+
+# Whether this CPU has oneDNN 3 f16 matmul kernels (AVX512-FP16 or AMX-FP16:
+# Intel Sapphire Rapids and later, not AMD Zen 4). Elsewhere the runtime
+# widens f16 to f32 for its fallback GEMM (counted in fallback_gemm_calls);
+# tests that count those say which by the check prefix %f16gemm expands to.
+try:
+    with open("/proc/cpuinfo") as cpuinfo:
+        cpu_flags = set(cpuinfo.read().split())
+except OSError:
+    cpu_flags = set()
+f16_native = bool(cpu_flags & {"avx512_fp16", "amx_fp16"})
+if f16_native:
+    config.available_features.add("cpu-f16-kernels")
+config.substitutions.append(
+    ("%f16gemm", "F16NATIVE" if f16_native else "F16WIDENED"))

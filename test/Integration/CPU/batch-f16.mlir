@@ -3,19 +3,22 @@
 // projections with f16 weights merge too (f32 accumulation in the runtime;
 // compared with numpy at f16 tolerance).
 // RUN: rm -rf %t && %python %S/Inputs/npy_check.py gen %t/in 4 x:3x5x16:f32 b1:3x16x8:f32 b2:3x16x12:f32 h:4x32:f16 wq:32x32:f16:0.2 wk:32x16:f16:0.2
-// RUN: linfuse-run %s --runtime-stats --input=@%t/in/x.npy --input=@%t/in/b1.npy --input=@%t/in/b2.npy --input=@%t/in/h.npy --input=@%t/in/wq.npy --input=@%t/in/wk.npy --output=@%t/y1.npy --output=@%t/y2.npy --output=@%t/q.npy --output=@%t/k.npy | FileCheck %s --check-prefix=OPT
-// RUN: linfuse-run %s --no-optimize --runtime-stats --input=@%t/in/x.npy --input=@%t/in/b1.npy --input=@%t/in/b2.npy --input=@%t/in/h.npy --input=@%t/in/wq.npy --input=@%t/in/wk.npy --output=@%t/y10.npy --output=@%t/y20.npy --output=@%t/q0.npy --output=@%t/k0.npy | FileCheck %s --check-prefix=REF
+// RUN: linfuse-run %s --runtime-stats --input=@%t/in/x.npy --input=@%t/in/b1.npy --input=@%t/in/b2.npy --input=@%t/in/h.npy --input=@%t/in/wq.npy --input=@%t/in/wk.npy --output=@%t/y1.npy --output=@%t/y2.npy --output=@%t/q.npy --output=@%t/k.npy | FileCheck %s --check-prefixes=OPT,OPT-%f16gemm
+// RUN: linfuse-run %s --no-optimize --runtime-stats --input=@%t/in/x.npy --input=@%t/in/b1.npy --input=@%t/in/b2.npy --input=@%t/in/h.npy --input=@%t/in/wq.npy --input=@%t/in/wk.npy --output=@%t/y10.npy --output=@%t/y20.npy --output=@%t/q0.npy --output=@%t/k0.npy | FileCheck %s --check-prefixes=REF,REF-%f16gemm
 // RUN: %python %S/Inputs/npy_check.py check %t/in --rtol 1e-5 --expect "x @ b1" --expect "x @ b2" %t/y1.npy %t/y2.npy %t/y10.npy %t/y20.npy | FileCheck %s --check-prefix=NUM
 // RUN: %python %S/Inputs/npy_check.py check %t/in --rtol 2e-3 --expect "h @ wq" --expect "h @ wk" %t/q.npy %t/k.npy %t/q0.npy %t/k0.npy | FileCheck %s --check-prefix=NUM16
 
 // OPT: gemm_calls: 2
 // OPT-NEXT: kernel_launches: 2
-// The f16 GEMM runs on oneDNN 3 (the venv's, scripts/setup.sh --python), not
-// widened to f32 for OpenBLAS.
-// OPT-NEXT: fallback_gemm_calls: 0
+// The f16 GEMM runs on oneDNN 3 (the venv's, scripts/setup.sh --python)
+// where the CPU has f16 kernels (AVX512-FP16, AMX-FP16), not widened to f32
+// for OpenBLAS; elsewhere (AMD Zen 4) each f16 GEMM is a fallback call.
+// OPT-F16NATIVE-NEXT: fallback_gemm_calls: 0
+// OPT-F16WIDENED-NEXT: fallback_gemm_calls: 1
 // REF: gemm_calls: 4
 // REF-NEXT: kernel_launches: 4
-// REF-NEXT: fallback_gemm_calls: 0
+// REF-F16NATIVE-NEXT: fallback_gemm_calls: 0
+// REF-F16WIDENED-NEXT: fallback_gemm_calls: 2
 // NUM-COUNT-4: OK
 // NUM16-COUNT-4: OK
 

@@ -7,18 +7,22 @@
 // accumulation rounded once to f16 (3e-4 here), not for accumulating in f16
 // (3e-3).
 // RUN: rm -rf %t && %python %S/Inputs/npy_check.py gen %t/in 17 x:7x256:f16 wq:64x256:f16:0.1 wk:16x256:f16:0.1 wv:16x256:f16:0.1
-// RUN: linfuse-run %s --runtime-stats --input=@%t/in/x.npy --input=@%t/in/wq.npy --input=@%t/in/wk.npy --input=@%t/in/wv.npy --output=@%t/q.npy --output=@%t/k.npy --output=@%t/v.npy | FileCheck %s --check-prefix=OPT
-// RUN: linfuse-run %s --no-optimize --runtime-stats --input=@%t/in/x.npy --input=@%t/in/wq.npy --input=@%t/in/wk.npy --input=@%t/in/wv.npy --output=@%t/q0.npy --output=@%t/k0.npy --output=@%t/v0.npy | FileCheck %s --check-prefix=REF
+// RUN: linfuse-run %s --runtime-stats --input=@%t/in/x.npy --input=@%t/in/wq.npy --input=@%t/in/wk.npy --input=@%t/in/wv.npy --output=@%t/q.npy --output=@%t/k.npy --output=@%t/v.npy | FileCheck %s --check-prefixes=OPT,OPT-%f16gemm
+// RUN: linfuse-run %s --no-optimize --runtime-stats --input=@%t/in/x.npy --input=@%t/in/wq.npy --input=@%t/in/wk.npy --input=@%t/in/wv.npy --output=@%t/q0.npy --output=@%t/k0.npy --output=@%t/v0.npy | FileCheck %s --check-prefixes=REF,REF-%f16gemm
 // RUN: %python %S/Inputs/npy_check.py check %t/in --rtol 1e-3 --expect "x @ wq.T" --expect "x @ wk.T" --expect "x @ wv.T" %t/q.npy %t/k.npy %t/v.npy %t/q0.npy %t/k0.npy %t/v0.npy | FileCheck %s --check-prefix=NUM
 // The merged GEMM, as the optimizer leaves it.
 // RUN: linfuse-opt %s --linfuse-optimize | FileCheck %s --check-prefix=IR
 
+// The library GEMM is oneDNN 3's f16 matmul where the CPU has f16 kernels
+// (AVX512-FP16, AMX-FP16), else the runtime's widening fallback (AMD Zen 4).
 // OPT: gemm_calls: 1
 // OPT-NEXT: kernel_launches: 1
-// OPT-NEXT: fallback_gemm_calls: 0
+// OPT-F16NATIVE-NEXT: fallback_gemm_calls: 0
+// OPT-F16WIDENED-NEXT: fallback_gemm_calls: 1
 // REF: gemm_calls: 3
 // REF-NEXT: kernel_launches: 3
-// REF-NEXT: fallback_gemm_calls: 0
+// REF-F16NATIVE-NEXT: fallback_gemm_calls: 0
+// REF-F16WIDENED-NEXT: fallback_gemm_calls: 3
 // NUM-COUNT-6: OK
 // IR-COUNT-1: linalg.matmul {{.*}} ins(%{{.*}}, %{{.*}} : tensor<?x256xf16>, tensor<96x256xf16>) outs(%{{.*}} : tensor<?x96xf32>) -> tensor<?x96xf32>
 // IR-NOT:     linalg.matmul
