@@ -21,9 +21,14 @@
 // first; the device tests compare it with both forms) and, with silu, is
 // UNSUPPORTED here: the compiler fuses only the supported epilogues for cuda.
 //
-// Products accumulate in f32 (CUBLAS_COMPUTE_32F) for every input type; f32
-// inputs are exact FP32 unless LINFUSE_CUDA_ALLOW_TF32=1 is set in the
-// environment.
+// Products accumulate in f32 (CUBLAS_COMPUTE_32F) for every float input
+// type; f32 inputs are exact FP32 unless LINFUSE_CUDA_ALLOW_TF32=1 is set in
+// the environment. i8 x i8 -> i32 runs on cuBLASLt's int8 (IMMA) kernels
+// (CUBLAS_COMPUTE_32I, int32 alpha 1 and beta 0 or 1, no bias or
+// activation) where their layout rules hold (int8Refusal: the TN format,
+// sizes and leading dimensions multiples of 4); what breaks them is
+// LINFUSE_ERROR_UNSUPPORTED, and the compiler raises only matmuls whose
+// static shapes keep them.
 //
 // Shared state, created once: the cuBLASLt handle, a 32 MiB workspace
 // (every call runs on the runtime's stream, so calls never overlap on it;
@@ -67,9 +72,18 @@ constexpr uint64_t kWorkspaceBytes = uint64_t(32) << 20;
 //===----------------------------------------------------------------------===//
 
 cudaDataType cudaType(int32_t dtype) {
-  return dtype == LINFUSE_F16    ? CUDA_R_16F
-         : dtype == LINFUSE_BF16 ? CUDA_R_16BF
-                                 : CUDA_R_32F;
+  switch (dtype) {
+  case LINFUSE_F16:
+    return CUDA_R_16F;
+  case LINFUSE_BF16:
+    return CUDA_R_16BF;
+  case LINFUSE_I8:
+    return CUDA_R_8I;
+  case LINFUSE_I32:
+    return CUDA_R_32I;
+  default:
+    return CUDA_R_32F;
+  }
 }
 
 /// A memref argument as batch x rows x cols (lower ranks have leading 1s;
@@ -346,6 +360,8 @@ struct Plan {
   int32_t abType, cType;
   cublasLtEpilogue_t epilogue;
   cublasComputeType_t compute;
+  /// Of alpha and beta: CUDA_R_32I for integer GEMMs, else CUDA_R_32F.
+  cudaDataType scale;
   LtMatrix x, y, c; // B, A and C read column-major
   cublasOperation_t opX, opY;
   int64_t batch;
@@ -390,14 +406,11 @@ struct Plan {
 /// Validates the call and maps it onto cuBLASLt, without the device.
 int32_t plan(int64_t aRank, void *a, int64_t bRank, void *b, int64_t biasRank,
              void *bias, int64_t cRank, void *c, int32_t abType, int32_t cType,
-             int32_t flags, int32_t epilogue, Plan &out) {
-  if (int32_t s = validateGemmCodes(kFn, abType, cType, flags, epilogue))
+             int32_t flags, int32_t epilogue, float alpha, float beta,
+             Plan &out) {
+  if (int32_t s =
+          validateGemmCodes(kFn, abType, cType, flags, epilogue, alpha, beta))
     return s;
-  // cuBLASLt's int8 kernels want their own layouts and alignments; the
-  // compiler does not raise integer matmuls for CUDA (they stay kernels).
-  if (abType == LINFUSE_I8)
-    return fail(LINFUSE_ERROR_UNSUPPORTED,
-                "%s: integer (i8) GEMMs are not implemented on CUDA", kFn);
   Problem &p = out.p;
   if (int32_t s = validate(aRank, a, bRank, b, biasRank, bias, cRank, c, abType,
                            cType, flags, p))
@@ -438,9 +451,23 @@ int32_t plan(int64_t aRank, void *a, int64_t bRank, void *b, int64_t biasRank,
   out.alignBias = p.hasBias ? batchAlignment(p.bias.data, 0, 1) : 0;
   out.abType = abType;
   out.cType = cType;
+  if (abType == LINFUSE_I8) {
+    // cuBLASLt's m is the rows of C^T, our N.
+    if (const char *why = int8Refusal(
+            out.opX, out.opY, uint64_t(p.n), uint64_t(p.k), out.x.ld, out.y.ld,
+            out.c.ld, out.alignX, out.alignY, out.alignC, p.hasBias))
+      return fail(LINFUSE_ERROR_UNSUPPORTED,
+                  "%s: cuBLASLt's int8 GEMM %s (M=%" PRId64 " N=%" PRId64
+                  " K=%" PRId64 ")",
+                  kFn, why, p.m, p.n, p.k);
+    out.compute = CUBLAS_COMPUTE_32I;
+    out.scale = CUDA_R_32I;
+    return LINFUSE_OK;
+  }
   out.compute = abType == LINFUSE_F32 && allowTf32()
                     ? CUBLAS_COMPUTE_32F_FAST_TF32
                     : CUBLAS_COMPUTE_32F;
+  out.scale = CUDA_R_32F;
   return LINFUSE_OK;
 }
 
@@ -448,7 +475,7 @@ int32_t plan(int64_t aRank, void *a, int64_t bRank, void *b, int64_t biasRank,
 int32_t describe(const Plan &plan, Descriptors &d) {
   const Problem &p = plan.p;
   LINFUSE_LT_TRY(cublasLtMatmulDescCreate,
-                 (&d.matmul, plan.compute, CUDA_R_32F));
+                 (&d.matmul, plan.compute, plan.scale));
   if (int32_t s = setAttribute(d.matmul, CUBLASLT_MATMUL_DESC_TRANSA,
                                int32_t(plan.opX)))
     return s;
@@ -548,7 +575,7 @@ int32_t linfuse_cuda_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
   // arguments get the same answer on every machine.
   Plan plan;
   if (int32_t s = ::plan(a_rank, a, b_rank, b, bias_rank, bias, c_rank, c,
-                         ab_type, c_type, flags, epilogue, plan))
+                         ab_type, c_type, flags, epilogue, alpha, beta, plan))
     return s;
 
   ScopedContext context(kFn);
@@ -576,10 +603,19 @@ int32_t linfuse_cuda_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
     return s;
   if (int32_t s = algorithmFor(plan, ltHandle, d, algo))
     return s;
+  // alpha and beta in the descriptor's scale type (validated: integers
+  // are 1 and 0 or 1).
+  int32_t alphaInt = int32_t(alpha), betaInt = int32_t(beta);
+  const void *alphaPtr = plan.scale == CUDA_R_32I
+                             ? static_cast<const void *>(&alphaInt)
+                             : static_cast<const void *>(&alpha);
+  const void *betaPtr = plan.scale == CUDA_R_32I
+                            ? static_cast<const void *>(&betaInt)
+                            : static_cast<const void *>(&beta);
   // C is also D: cuBLASLt computes in place when both share the layout.
   LINFUSE_LT_TRY(cublasLtMatmul,
-                 (ltHandle, d.matmul, &alpha, p.b.data, d.x, p.a.data, d.y,
-                  &beta, p.c.data, d.c, p.c.data, d.c, &algo,
+                 (ltHandle, d.matmul, alphaPtr, p.b.data, d.x, p.a.data, d.y,
+                  betaPtr, p.c.data, d.c, p.c.data, d.c, &algo,
                   reinterpret_cast<void *>(ltWorkspace), kWorkspaceBytes,
                   stream));
   countDeviceWork(1, 1);

@@ -55,6 +55,32 @@ inline linfuse_status heuristicOutcome(cublasStatus_t status, int found) {
   }
 }
 
+/// Why cuBLASLt's int8 GEMM (i8 x i8 -> i32, CUBLAS_COMPUTE_32I, IMMA
+/// kernels on the regular column-major ordering) cannot take a problem, or
+/// nullptr if it can. In cuBLASLt's own terms: D (m x n) = op(A) op(B),
+/// with leading dimensions and pointer alignments (bytes) of A, B and C.
+/// cuBLASLt's documented requirements for that ordering: the "TN" format
+/// (A transposed, B not), m, k and every leading dimension multiples of 4,
+/// every pointer 4-byte aligned; and it has no bias for integer outputs
+/// here (the compiler never fuses one into an integer GEMM).
+inline const char *int8Refusal(cublasOperation_t opA, cublasOperation_t opB,
+                               uint64_t m, uint64_t k, int64_t lda, int64_t ldb,
+                               int64_t ldc, uint32_t alignA, uint32_t alignB,
+                               uint32_t alignC, bool hasBias) {
+  if (hasBias)
+    return "takes no bias";
+  if (opA != CUBLAS_OP_T || opB != CUBLAS_OP_N)
+    return "needs B stored N x K and A stored M x K, both row-major "
+           "(cuBLASLt's TN format)";
+  if (m % 4 || k % 4)
+    return "needs N and K to be multiples of 4";
+  if (lda % 4 || ldb % 4 || ldc % 4)
+    return "needs leading dimensions that are multiples of 4";
+  if (alignA < 4 || alignB < 4 || alignC < 4)
+    return "needs 4-byte aligned A, B and C";
+  return nullptr;
+}
+
 } // namespace linfuse::runtime::cuda
 
 #endif // LINFUSE_LIB_RUNTIME_CUDAGEMMPLAN_H

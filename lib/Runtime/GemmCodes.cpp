@@ -34,7 +34,8 @@ int64_t dtypeBytes(int32_t dtype) {
 }
 
 int32_t validateGemmCodes(const char *fn, int32_t abType, int32_t cType,
-                          int32_t flags, int32_t epilogue) {
+                          int32_t flags, int32_t epilogue, float alpha,
+                          float beta) {
   auto known = [](int32_t dtype) {
     return dtype >= LINFUSE_F32 && dtype <= LINFUSE_I32;
   };
@@ -65,6 +66,12 @@ int32_t validateGemmCodes(const char *fn, int32_t abType, int32_t cType,
   if (integer && epilogue != LINFUSE_EPILOGUE_NONE)
     return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
                 "%s: an integer GEMM takes no activation", fn);
+  // Integer scalars have no float scale to apply: C = A*B or C += A*B.
+  if (integer && (alpha != 1.0f || (beta != 0.0f && beta != 1.0f)))
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
+                "%s: an integer GEMM takes alpha 1 and beta 0 or 1, not %g "
+                "and %g",
+                fn, double(alpha), double(beta));
   return LINFUSE_OK;
 }
 

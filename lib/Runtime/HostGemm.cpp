@@ -550,19 +550,13 @@ int32_t linfuse_cpu_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
                          int64_t bias_rank, void *bias, int64_t c_rank, void *c,
                          int32_t ab_type, int32_t c_type, int32_t flags,
                          int32_t epilogue, float alpha, float beta) {
-  if (int32_t s = validateGemmCodes(kFn, ab_type, c_type, flags, epilogue))
+  if (int32_t s =
+          validateGemmCodes(kFn, ab_type, c_type, flags, epilogue, alpha, beta))
     return s;
   Problem p;
   if (int32_t s = validateShapes(a_rank, a, b_rank, b, bias_rank, bias, c_rank,
                                  c, ab_type, c_type, flags, p))
     return s;
-  if (ab_type == LINFUSE_I8) {
-    if (alpha != 1.0f || (beta != 0.0f && beta != 1.0f))
-      return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
-                  "%s: an integer GEMM takes alpha 1 and beta 0 or 1, not %g "
-                  "and %g",
-                  kFn, double(alpha), double(beta));
-  }
   countGemmCall();
   if (p.batch == 0 || p.m == 0 || p.n == 0)
     return LINFUSE_OK;

@@ -45,10 +45,12 @@ const char *dtypeName(int32_t dtype);
 int64_t dtypeBytes(int32_t dtype);
 
 /// The checks every backend's GEMM entry point makes on its scalar
-/// arguments (dtype codes, the C type rule, flags, epilogue code), with
-/// messages naming `fn`: LINFUSE_OK or the recorded error.
+/// arguments (dtype codes, the C type rule, flags, epilogue code, and an
+/// integer GEMM's alpha 1 and beta 0 or 1), with messages naming `fn`:
+/// LINFUSE_OK or the recorded error.
 int32_t validateGemmCodes(const char *fn, int32_t abType, int32_t cType,
-                          int32_t flags, int32_t epilogue);
+                          int32_t flags, int32_t epilogue, float alpha,
+                          float beta);
 
 /// Stats counters (atomic; see linfuse_get_stats).
 /// OpenBLAS's thread count (HostGemm.cpp), for linfuse_set_num_threads.

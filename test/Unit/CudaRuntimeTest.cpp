@@ -126,9 +126,28 @@ double fromHalf(uint16_t h) {
   return (h >> 15) ? -magnitude : magnitude;
 }
 
-int64_t bytesOf(linfuse_dtype type) { return type == LINFUSE_F32 ? 4 : 2; }
+int64_t bytesOf(linfuse_dtype type) {
+  return type == LINFUSE_F32 || type == LINFUSE_I32 ? 4
+         : type == LINFUSE_I8                       ? 1
+                                                    : 2;
+}
+
+bool isInteger(linfuse_dtype type) {
+  return type == LINFUSE_I8 || type == LINFUSE_I32;
+}
 
 void encode(linfuse_dtype type, double v, uint8_t *out) {
+  if (isInteger(type)) {
+    EXPECT_EQ(v, std::trunc(v)) << v << " is not an integer";
+    if (type == LINFUSE_I8) {
+      EXPECT_TRUE(v >= -128 && v <= 127) << v << " is not an i8";
+      *out = uint8_t(int8_t(v));
+    } else {
+      int32_t i = int32_t(v);
+      std::memcpy(out, &i, 4);
+    }
+    return;
+  }
   uint32_t f = floatBits(float(v));
   if (type == LINFUSE_F32) {
     std::memcpy(out, &f, 4);
@@ -142,6 +161,13 @@ void encode(linfuse_dtype type, double v, uint8_t *out) {
 }
 
 double decode(linfuse_dtype type, const uint8_t *in) {
+  if (type == LINFUSE_I8)
+    return double(int8_t(*in));
+  if (type == LINFUSE_I32) {
+    int32_t i;
+    std::memcpy(&i, in, 4);
+    return double(i);
+  }
   if (type == LINFUSE_F32) {
     uint32_t f;
     std::memcpy(&f, in, 4);
@@ -209,11 +235,13 @@ struct DeviceArray {
     return store[at(b, i, j)];
   }
 
-  /// Fills the whole buffer with k/8 values in [-2, 2] and uploads it.
+  /// Fills the whole buffer with k/8 values in [-2, 2] (integer types:
+  /// integers in [-128, 127], which i32 holds too) and uploads it.
   DeviceArray &random(uint32_t seed) {
     for (double &v : store) {
       seed = seed * 1103515245u + 12345u;
-      v = (int((seed >> 16) % 33) - 16) / 8.0;
+      v = isInteger(type) ? double(int((seed >> 16) % 256) - 128)
+                          : (int((seed >> 16) % 33) - 16) / 8.0;
     }
     return upload();
   }
@@ -312,9 +340,13 @@ struct Call {
   }
 };
 
-/// Relative tolerance of one rounding to `type`, plus a little for f32.
+/// Relative tolerance of one rounding to `type`, plus a little for f32;
+/// none for i32 (integer GEMMs are exact).
 double tolerance(linfuse_dtype type) {
-  return type == LINFUSE_F32 ? 1e-6 : type == LINFUSE_F16 ? 1e-3 : 8e-3;
+  return type == LINFUSE_I32   ? 0
+         : type == LINFUSE_F32 ? 1e-6
+         : type == LINFUSE_F16 ? 1e-3
+                               : 8e-3;
 }
 
 /// Runs `call` on the device and compares C with the reference.
@@ -527,6 +559,67 @@ TEST(CudaGemmArguments, UnsupportedLayouts) {
   expectError(LINFUSE_ERROR_UNSUPPORTED, "linfuse_cuda_gemm: A ");
 }
 
+TEST(CudaGemmArguments, Int8OutsideCublasLtsRulesIsUnsupported) {
+  // i8 x i8 -> i32 over host memory that is never read: every refusal is
+  // decided before the device is touched. A is 8 x 8, B 8 x 8 (N x K with
+  // kTransB: cuBLASLt's TN format), C 8 x 8 i32.
+  int8_t ab[64] = {};
+  int32_t out[64] = {};
+  auto view = [](void *data, int64_t rows, int64_t cols) {
+    std::vector<int64_t> d = {0, 0, 0, rows, cols, cols, 1};
+    d[0] = d[1] = reinterpret_cast<int64_t>(data);
+    return d;
+  };
+  auto run = [&](std::vector<int64_t> a, std::vector<int64_t> b,
+                 std::vector<int64_t> c, int32_t flags, float alpha,
+                 float beta) {
+    linfuse_clear_error();
+    return linfuse_cuda_gemm_i8_i32(2, a.data(), 2, b.data(), 1, c.data(), 2,
+                                    c.data(), flags, LINFUSE_EPILOGUE_NONE,
+                                    alpha, beta);
+  };
+  auto a = view(ab, 8, 8), b = view(ab, 8, 8), c = view(out, 8, 8);
+  // B stored K x N (no transpose): not the TN format.
+  EXPECT_EQ(run(a, b, c, 0, 1, 0), LINFUSE_ERROR_UNSUPPORTED);
+  expectError(LINFUSE_ERROR_UNSUPPORTED,
+              "linfuse_cuda_gemm: cuBLASLt's int8 GEMM needs B stored N x K");
+  // A transposed: not TN either.
+  EXPECT_EQ(run(a, b, c, kTransA | kTransB, 1, 0), LINFUSE_ERROR_UNSUPPORTED);
+  expectError(LINFUSE_ERROR_UNSUPPORTED,
+              "linfuse_cuda_gemm: cuBLASLt's int8 GEMM needs B stored N x K");
+  // K = 6, N = 8: K not a multiple of 4.
+  auto a6 = view(ab, 8, 6), b6 = view(ab, 8, 6);
+  EXPECT_EQ(run(a6, b6, c, kTransB, 1, 0), LINFUSE_ERROR_UNSUPPORTED);
+  expectError(LINFUSE_ERROR_UNSUPPORTED, "linfuse_cuda_gemm: cuBLASLt's int8 "
+                                         "GEMM needs N and K to be multiples");
+  // A row stride of 10 (a column slice of a wider buffer).
+  auto a10 = a;
+  a10[5] = 10;
+  EXPECT_EQ(run(a10, b, c, kTransB, 1, 0), LINFUSE_ERROR_UNSUPPORTED);
+  expectError(LINFUSE_ERROR_UNSUPPORTED,
+              "linfuse_cuda_gemm: cuBLASLt's int8 GEMM needs leading");
+  // A misaligned by one byte.
+  auto a1 = view(ab + 1, 8, 8);
+  EXPECT_EQ(run(a1, b, c, kTransB, 1, 0), LINFUSE_ERROR_UNSUPPORTED);
+  expectError(LINFUSE_ERROR_UNSUPPORTED,
+              "linfuse_cuda_gemm: cuBLASLt's int8 GEMM needs 4-byte aligned");
+  // A bias: none for integer outputs here.
+  int64_t bias[5] = {reinterpret_cast<int64_t>(out),
+                     reinterpret_cast<int64_t>(out), 0, 8, 1};
+  linfuse_clear_error();
+  EXPECT_EQ(linfuse_cuda_gemm_i8_i32(2, a.data(), 2, b.data(), 1, bias, 2,
+                                     c.data(), kTransB | kBias,
+                                     LINFUSE_EPILOGUE_NONE, 1.0f, 0.0f),
+            LINFUSE_ERROR_UNSUPPORTED);
+  expectError(LINFUSE_ERROR_UNSUPPORTED,
+              "linfuse_cuda_gemm: cuBLASLt's int8 GEMM takes no bias");
+  // Integer scalars: alpha 1, beta 0 or 1 (the CPU's rule).
+  EXPECT_EQ(run(a, b, c, kTransB, 2, 0), LINFUSE_ERROR_INVALID_ARGUMENT);
+  expectError(LINFUSE_ERROR_INVALID_ARGUMENT,
+              "linfuse_cuda_gemm: an integer GEMM takes alpha 1 and beta 0 or "
+              "1, not 2 and 0");
+}
+
 //===----------------------------------------------------------------------===//
 // GEMMs on the device
 //===----------------------------------------------------------------------===//
@@ -695,6 +788,32 @@ TEST(CudaDeviceGemm, AlphaBeta) {
   call.alpha = 0.5f;
   call.beta = -2.0f;
   checkGemm(call, a, b, c);
+}
+
+TEST(CudaDeviceGemm, Int8IntoInt32IsExact) {
+  REQUIRE_DEVICE();
+  // Quantized Q/K/V's shape: x (M x K) times W^T (W stored N x K), sums up
+  // to 256 * 128 * 128 = 2^22, exact only in integer arithmetic; then
+  // C += A * B^T (beta 1) on top, and a strided batch.
+  DeviceArray a(LINFUSE_I8, {20, 256}), b(LINFUSE_I8, {96, 256}),
+      c(LINFUSE_I32, {20, 96});
+  a.random(40);
+  b.random(41);
+  c.fill(0);
+  Call call;
+  call.flags = kTransB;
+  checkGemm(call, a, b, c);
+  call.beta = 1.0f; // C already holds A * B^T: now twice that.
+  checkGemm(call, a, b, c);
+
+  DeviceArray ab(LINFUSE_I8, {3, 8, 64}), bb(LINFUSE_I8, {3, 32, 64}),
+      cb(LINFUSE_I32, {3, 8, 32});
+  ab.random(42);
+  bb.random(43);
+  cb.fill(0);
+  Call batched;
+  batched.flags = kTransB;
+  checkGemm(batched, ab, bb, cb);
 }
 
 TEST(CudaDeviceGemm, HeuristicRunsOncePerProblem) {

@@ -335,6 +335,12 @@ LINFUSE_RUNTIME_EXPORT void linfuse_cuda_free_after(void *ptr, void *stream);
  * - K == 0 with a non-empty C returns LINFUSE_ERROR_UNSUPPORTED.
  * - f32 inputs are multiplied in exact FP32 unless the environment sets
  *   LINFUSE_CUDA_ALLOW_TF32=1 (then TF32 tensor cores).
+ * - i8 x i8 -> i32 runs on cuBLASLt's int8 kernels, which take only A
+ *   stored M x K and B stored N x K, both row-major (cuBLASLt's "TN"
+ *   format: pass B with LINFUSE_GEMM_TRANSPOSE_B), N, K and the leading
+ *   dimensions multiples of 4, 4-byte aligned data, and no bias; anything
+ *   else returns LINFUSE_ERROR_UNSUPPORTED. Alpha 1, beta 0 or 1, as on
+ *   the host.
  * Arguments are validated before the device is touched, so bad arguments
  * get the same error with or without a GPU. The first call with a given
  * problem (shapes, types, transposes, leading dimensions, batch strides,

@@ -167,6 +167,23 @@ Value narrowedBias(RewriterBase &rewriter, Value bias, Type narrow) {
       ->getResult(0);
 }
 
+/// Why cuBLASLt's int8 GEMM would refuse C = A * op(B) at run time, as far
+/// as the types show (nullptr if it would not): its kernels take only the
+/// "TN" format (A row-major M x K, B row-major N x K: a plain
+/// x * W^T linear) with N and K multiples of 4 (lib/Runtime/CudaGemmPlan.h,
+/// int8Refusal). Such a matmul stays a loop nest rather than becoming a
+/// call that fails.
+const char *cudaInt8Refusal(Value b, std::pair<bool, bool> trans) {
+  if (trans.first || !trans.second)
+    return "cuBLASLt's int8 GEMM needs B stored N x K (transpose_b only)";
+  auto bType = cast<ShapedType>(b.getType());
+  int64_t n = bType.getDimSize(bType.getRank() - 2);
+  int64_t k = bType.getDimSize(bType.getRank() - 1);
+  if (ShapedType::isDynamic(n) || ShapedType::isDynamic(k) || n % 4 || k % 4)
+    return "cuBLASLt's int8 GEMM needs static N and K, multiples of 4";
+  return nullptr;
+}
+
 template <typename MatmulOpTy>
 struct RaiseMatmul : OpRewritePattern<MatmulOpTy> {
   RaiseMatmul(MLIRContext *ctx, bool epilogues, bool cudaEpilogues,
@@ -194,10 +211,9 @@ struct RaiseMatmul : OpRewritePattern<MatmulOpTy> {
     if (!isGemmElementTypes(op, abElt, bElt, cElt) ||
         (!integer && (!isGemmFloat(abElt) || (cElt != abElt && !cElt.isF32()))))
       return rewriter.notifyMatchFailure(op, "unsupported element types");
-    // cuBLASLt's int8 GEMMs want layouts and alignments of their own (IMMA
-    // kernels): not wired up; such matmuls stay loops on the device.
     if (integer && cudaEpilogues)
-      return rewriter.notifyMatchFailure(op, "no int8 GEMM on CUDA yet");
+      if (const char *why = cudaInt8Refusal(b, *transposes))
+        return rewriter.notifyMatchFailure(op, why);
 
     // C += A·B: a zero fill means beta = 0 (C is not read). When the fill
     // fills a tensor.empty, it goes away and the GEMM writes the empty

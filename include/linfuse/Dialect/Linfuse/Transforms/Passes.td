@@ -316,9 +316,10 @@ def RaiseToGemmPass : Pass<"linfuse-raise-to-gemm"> {
     Option<"epilogues", "epilogues", "bool", /*default=*/"true",
            "Absorb bias-adds and activations into the GEMM epilogue">,
     Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
-           "Whose epilogues to use: cpu (all of them) or cuda (cuBLASLt: "
-           "bias, relu, gelu_tanh; gelu_erf and silu stay element-wise "
-           "kernels)">,
+           "Whose GEMMs and epilogues to use: cpu (all of them) or cuda "
+           "(cuBLASLt: bias, relu, gelu_tanh; gelu_erf and silu stay "
+           "element-wise kernels; i8 only with B stored N x K and N, K "
+           "multiples of 4)">,
   ];
 }
 
