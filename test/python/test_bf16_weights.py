@@ -14,6 +14,7 @@ import sys
 import numpy as np
 
 import linfuse
+from cpu_features import cpu_has_bf16
 
 # Two projections of x, merged: the packing function concatenates their
 # weights, and a packed weight is what the runtime may reorder (a plain
@@ -40,17 +41,6 @@ func.func @main(%x: tensor<?x256xbf16>, %w: tensor<192x256xbf16> {linfuse.weight
 """
 
 ROWS = (16, 1)
-
-
-def cpu_has_bf16():
-    """Whether oneDNN has optimized bf16 kernels here (AVX512-BF16 or AMX);
-    elsewhere (AVX2-only AMD machines) oneDNN 3 may only offer its
-    reference kernel, which the runtime refuses, and oneDNN 2 runs M > 1."""
-    try:
-        flags = open("/proc/cpuinfo").read()
-    except OSError:
-        return False
-    return " avx512_bf16" in flags or " amx_bf16" in flags
 
 
 def to_bf16(a):

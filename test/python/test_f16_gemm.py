@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import linfuse
+from cpu_features import cpu_has_f16
 
 LINEAR = """
 #mA = affine_map<(d0, d1, d2) -> (d0, d2)>
@@ -55,10 +56,13 @@ def run_cases():
     return errors, stats["gemm_calls"], stats["fallback_gemm_calls"]
 
 
-def test_f16_runs_natively():
+def test_f16_runs_natively_where_the_cpu_has_f16_kernels():
     errors, calls, fallback = run_cases()
-    # Bias and relu fused into the f16 GEMM (one call per case), none widened.
-    assert calls == len(CASES) and fallback == 0, (calls, fallback)
+    # Bias and relu fused into the f16 GEMM (one call per case), none
+    # widened where oneDNN 3 has f16 kernels (AVX512-FP16, AMX-FP16); each
+    # widened elsewhere (AMD Zen 4).
+    widened = 0 if cpu_has_f16() else len(CASES)
+    assert calls == len(CASES) and fallback == widened, (calls, fallback)
     assert max(errors) < 2e-3, errors          # f16 output rounding
 
 
@@ -86,5 +90,7 @@ def test_f16_never_runs_on_onednn_reference_kernels():
                          text=True, check=True).stdout
     executed = [l for l in out.splitlines() if l.startswith("onednn_verbose") and ",exec," in l
                 and ",matmul," in l]
-    assert executed, out[-2000:]
+    # Without f16 kernels (AMD Zen 4) oneDNN 3 offers none but its
+    # reference one, so every f16 GEMM is widened: no matmul runs at all.
+    assert bool(executed) == cpu_has_f16(), out[-2000:]
     assert not [l for l in executed if ",ref:" in l], executed
