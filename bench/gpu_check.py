@@ -85,8 +85,8 @@ import traceback
 
 HBM_NOMINAL = 4.8e12        # H200, bytes/s
 HBM_MEASURED = 4.3e12       # device copy measured on the machine
-RTOL = {"f32": 1e-4, "bf16": 2e-2, "f16": 5e-3}
-ELEM_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "f64": 8}
+RTOL = {"f32": 1e-4, "bf16": 2e-2, "f16": 5e-3, "i8": 0.0}  # i8: exact i32
+ELEM_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "f64": 8, "i8": 1, "i32": 4}
 C_ELEM = {"float": ctypes.c_float, "double": ctypes.c_double,
           "uint16_t": ctypes.c_uint16, "int8_t": ctypes.c_int8,
           "int16_t": ctypes.c_int16, "int32_t": ctypes.c_int32,
@@ -313,7 +313,7 @@ class Runtime:
         L.linfuse_clear_error.restype = None
         L.linfuse_clear_error.argtypes = []
         L.linfuse_get_stats.restype = None
-        L.linfuse_get_stats.argtypes = [ctypes.POINTER(ctypes.c_int64 * 2)]
+        L.linfuse_get_stats.argtypes = [ctypes.POINTER(RuntimeStats)]
         L.linfuse_reset_stats.restype = None
         L.linfuse_reset_stats.argtypes = []
         self.has_cuda = hasattr(L, "linfuse_cuda_gemm")
@@ -453,11 +453,15 @@ class TorchCuda:
         import torch.nn.functional as F  # noqa: PLC0415
         self.torch, self.F, self.rt = torch, F, rt
         self.dtypes = {"f32": torch.float32, "bf16": torch.bfloat16,
-                       "f16": torch.float16}
+                       "f16": torch.float16, "i8": torch.int8,
+                       "i32": torch.int32}
         self.gen = torch.Generator(device="cuda")
         self.gen.manual_seed(1234)
 
     def make(self, shape, dtype, scale):
+        if dtype == "i8":  # every i8 value; the scale is for floats
+            return self.torch.randint(-128, 128, shape, generator=self.gen,
+                                      device="cuda", dtype=self.torch.int8)
         t = self.torch.randn(shape, generator=self.gen, device="cuda",
                              dtype=self.torch.float32) * scale
         return t.to(self.dtypes[dtype]).contiguous()
@@ -528,6 +532,9 @@ class NumpyHost:
 
     def make(self, shape, dtype, scale):
         np = self.np
+        if dtype == "i8":  # every i8 value; the scale is for floats
+            return self.Arr(self.rng.integers(-128, 128, shape, dtype=np.int8),
+                            dtype)
         a = (self.rng.standard_normal(shape) * scale).astype(np.float32)
         if dtype == "bf16":
             bits = a.view(np.uint32).astype(np.uint64)
@@ -557,7 +564,8 @@ class NumpyHost:
     def read(self, d, dtype):
         np = self.np
         sizes, strides = list(d.sizes), list(d.strides)
-        npdt = np.uint16 if dtype in ("bf16", "f16") else np.float32
+        npdt = {"bf16": np.uint16, "f16": np.uint16, "i8": np.int8,
+                "i32": np.int32}.get(dtype, np.float32)
         if any(s == 0 for s in sizes):
             return self.Arr(np.zeros(sizes, npdt), dtype)
         span = d.offset + sum((s - 1) * st for s, st in zip(sizes, strides)) + 1
@@ -663,7 +671,7 @@ def numerics_call(call, backend, rt, m, what):
     owned = call.owned(r)
     descs = call.func.results(r)
     addrs = [address(d.aligned) for d in descs]
-    got = [backend.read(d, m["dtype"]) for d in descs]
+    got = [backend.read(d, m.get("result_dtype", m["dtype"])) for d in descs]
     free_all(backend, owned)
     return got, stats, addrs
 
@@ -1302,7 +1310,8 @@ def dry_run(bundle, args):
             for t, _, _ in f["args"]:
                 mi = h.memref_info(t)
                 want_ct = {"f32": "float", "bf16": "uint16_t",
-                           "f16": "uint16_t", "f64": "double"}[mi["dtype"]]
+                           "f16": "uint16_t", "f64": "double",
+                           "i8": "int8_t", "i32": "int32_t"}[mi["dtype"]]
                 if mi["ctype"] != want_ct:
                     problem(f"{t}: element type {mi['ctype']}")
     # Layouts: ctypes against a C compiler (or the expected MLIR layout).

@@ -10,6 +10,7 @@ linfuse-compile lifts the weight packing (concatenation, folding) into
   gateup  silu(x @ Wg.T) * (x @ Wu.T)                [+ @ Wd.T with down]
   chain   x @ A @ B                                   (A, B: [K, K], K x N layout)
   lora    x @ W + 0.5 * (x @ A) @ B                   (W: [K, N], A: [K, r], B: [r, N])
+  qkv_i8  q, k, v = x @ Wq.T, x @ Wk.T, x @ Wv.T      (i8 x i8 -> i32, exact)
 
 Benchmark shapes follow bench/cpu_gemm_merge.py: Q/K/V at hidden 768, 1024,
 4096 (LLaMA-7B attention: 4096 -> 3 x 4096) and gate/up at 768 -> 2048,
@@ -33,9 +34,10 @@ import subprocess
 import sys
 
 DTYPES = ("f32", "bf16")
+# Integer modules: i8 arguments, i32 results (result_dtype in the manifest).
 BENCH_HIDDEN = (768, 1024, 4096)
 BENCH_M = (1, 16, 128, 1024, 4096)
-ELEM_BYTES = {"f32": 4, "bf16": 2}
+ELEM_BYTES = {"f32": 4, "bf16": 2, "i8": 1, "i32": 4}
 
 
 def intermediate_size(h):
@@ -240,6 +242,38 @@ def lora(name, k, n, r, t):
                 results=results, text=func(name, args, results, body, t))
 
 
+def qkv_i8(name, k, nq, nkv):
+    """Quantized Q/K/V: i8 x i8 -> i32 matmuls sharing x (no bias), merged
+    into one cuBLASLt int8 GEMM on CUDA (N x K weights, N and K multiples
+    of 4). Sums reach K * 128^2 = 2^22: exact only in integer arithmetic,
+    and the check compares exactly."""
+    tx, tr = ty((-1, k), "i8"), {n: ty((-1, n), "i32") for n in (nq, nkv)}
+    args = [A("x", (-1, k), weight=False)]
+    args += [A("w" + p, (n, k)) for p, n in (("q", nq), ("k", nkv), ("v", nkv))]
+    body = ["  %c0 = arith.constant 0 : index",
+            "  %zero = arith.constant 0 : i32",
+            f"  %m = tensor.dim %x, %c0 : {tx}"]
+    for n in sorted(tr):
+        body += [f"  %e{n} = tensor.empty(%m) : {tr[n]}",
+                 f"  %f{n} = linalg.fill ins(%zero : i32) outs(%e{n} : "
+                 f"{tr[n]}) -> {tr[n]}"]
+    results = []
+    for p, n in (("q", nq), ("k", nkv), ("v", nkv)):
+        tw = ty((n, k), "i8")
+        body.append(f"  %{p} = linalg.matmul indexing_maps = [#x, #w, #y] "
+                    f"ins(%x, %w{p} : {tx}, {tw}) outs(%f{n} : {tr[n]}) -> "
+                    f"{tr[n]}")
+        results.append({"name": p, "value": p, "shape": [-1, n],
+                        "ref": f"x @ w{p}.T"})
+    head = (f"func.func @{name}({arg_list(args, 'i8')})\n"
+            f"    -> ({', '.join(tr[n] for n in (nq, nkv, nkv))}) {{")
+    text = "\n".join([HEADER, head] + body + [
+        "  return %q, %k, %v : " + ", ".join(tr[n] for n in (nq, nkv, nkv)),
+        "}", ""])
+    return dict(kind="qkv", fn=name, K=k, N=[nq, nkv, nkv], args=args,
+                results=results, text=text, result_dtype="i32")
+
+
 def numel(shape):
     p = 1
     for d in shape:
@@ -250,6 +284,7 @@ def numel(shape):
 def finish(m, t, bench, hidden=None, label=None, check_m=(5,)):
     """Adds the manifest fields: dtype, weight bytes, FLOPs per row."""
     m["dtype"] = t
+    m.setdefault("result_dtype", t)
     m["name"] = m["fn"]
     m["bench"] = bench
     m["hidden"] = hidden if hidden is not None else m["K"]
@@ -288,6 +323,8 @@ def modules(quick=False):
                           check_m=(1, 7, 300)))
         out.append(finish(lora(f"num_lora_{t}", 256, 384, 16, t), t, False,
                           check_m=(1, 7, 300)))
+    out.append(finish(qkv_i8("num_qkv_i8", 256, 256, 64), "i8", False,
+                      check_m=(1, 7, 300)))
     # Benchmark modules.
     for t in DTYPES:
         for h in BENCH_HIDDEN:
@@ -313,7 +350,8 @@ def gemm_calls(runner, path, m, optimize):
         cmd.append("--no-optimize")
     for a in m["args"]:
         shape = "x".join(str(3 if d < 0 else d) for d in a["shape"])
-        cmd.append(f"--input={shape}x{m['dtype']}=0.01")
+        value = "1" if m["dtype"] == "i8" else "0.01"
+        cmd.append(f"--input={shape}x{m['dtype']}={value}")
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     for line in out.stdout.splitlines():
         if line.startswith("gemm_calls:"):
