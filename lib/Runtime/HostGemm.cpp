@@ -10,11 +10,13 @@
 // f32 operands are handed to cblas_sgemm in place whenever their strides
 // allow it (row-major, or the transpose of row-major, with a leading
 // dimension BLAS accepts); anything else is first copied into a contiguous
-// f32 temporary. f16/bf16 inputs are always widened into such temporaries
-// (products accumulate in f32). sgemm writes an f32 C in place if its
-// strides allow, else an f32 accumulator; one final pass then adds the bias,
-// applies the epilogue and rounds into C (skipped when there is nothing to
-// do).
+// f32 temporary. f16/bf16 inputs are widened into such temporaries
+// (products accumulate in f32); a constant f16/bf16 B (a weight, flagged
+// LINFUSE_GEMM_CONSTANT_B) only once, kept until
+// linfuse_cpu_release_packed_weights (WidenedWeights). sgemm writes an f32 C in
+// place if its strides allow, else an f32 accumulator; one final pass then adds
+// the bias, applies the epilogue and rounds into C (skipped when there is
+// nothing to do).
 //
 // Everything is validated before any operand is read, so a bad descriptor
 // returns an error instead of crashing; no call aborts.
@@ -37,7 +39,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <tuple>
 
 using namespace linfuse::runtime;
 
@@ -239,6 +244,50 @@ void gather(int32_t dtype, const Matrix &m, float *dst) {
       for (int64_t j = 0; j < m.cols; ++j)
         dst[i * m.cols + j] = toFloat(src[i * m.rowStride + j * m.colStride]);
   });
+}
+
+/// f32 copies of constant f16/bf16 weights for the path below, made on a
+/// weight's first call and kept until linfuse_cpu_release_packed_weights
+/// (the contract of LINFUSE_GEMM_CONSTANT_B, as for oneDNN's reordered
+/// weights). Without them every call widened the whole weight: f16 Q/K/V
+/// at hidden 4096, M = 1, took 185 ms per call on an AMD EPYC, which has no
+/// oneDNN f16 kernels, against 4.2 ms in PyTorch. Costs twice the f16
+/// weight's bytes while kept.
+class WidenedWeights {
+public:
+  /// `b`'s matrices (one if its batch stride is 0) widened into contiguous
+  /// row-major f32 matrices rows * cols apart; null if out of memory.
+  const float *find(int32_t dtype, const Operand &b) {
+    Key key{b.data, dtype,         b.batch,     b.rows,
+            b.cols, b.batchStride, b.rowStride, b.colStride};
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = copies.find(key);
+    if (it != copies.end())
+      return it->second.get();
+    int64_t matrices = b.batchStride == 0 ? 1 : b.batch;
+    FloatBuffer copy;
+    if (allocate(matrices * b.rows * b.cols, "a widened weight", copy))
+      return nullptr;
+    for (int64_t i = 0; i < matrices; ++i)
+      gather(dtype, b.at(i), copy.get() + i * b.rows * b.cols);
+    return copies.emplace(key, std::move(copy)).first->second.get();
+  }
+
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex);
+    copies.clear();
+  }
+
+private:
+  using Key = std::tuple<const char *, int32_t, int64_t, int64_t, int64_t,
+                         int64_t, int64_t, int64_t>;
+  std::mutex mutex;
+  std::map<Key, FloatBuffer> copies;
+};
+
+WidenedWeights &widenedWeights() {
+  static WidenedWeights *instance = new WidenedWeights; // never destroyed:
+  return *instance; // calls may come from other static destructors
 }
 
 //===----------------------------------------------------------------------===//
@@ -599,7 +648,15 @@ int32_t linfuse_cpu_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
   if (p.k > 0 && !inPlaceLayout(ab_type, p.a.at(0), probe))
     if (int32_t s = allocate(p.m * p.k, "the A temporary", aScratch))
       return s;
-  if (p.k > 0 && !inPlaceLayout(ab_type, p.b.at(0), probe))
+  // A constant narrow B is widened once (WidenedWeights), else per call;
+  // $LINFUSE_REORDER_WEIGHTS=0 keeps no second copy of any weight.
+  static const bool keepCopies = !switchedOff("LINFUSE_REORDER_WEIGHTS");
+  const float *widenedB = nullptr;
+  if (keepCopies && p.k > 0 && ab_type != LINFUSE_F32 &&
+      (flags & LINFUSE_GEMM_CONSTANT_B))
+    if (!(widenedB = widenedWeights().find(ab_type, p.b)))
+      return LINFUSE_ERROR_OUT_OF_MEMORY;
+  if (p.k > 0 && !widenedB && !inPlaceLayout(ab_type, p.b.at(0), probe))
     if (int32_t s = allocate(p.k * p.n, "the B temporary", bScratch))
       return s;
   // An f32 C that BLAS can address is its own accumulator, whatever the
@@ -635,7 +692,12 @@ int32_t linfuse_cpu_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
       BlasMatrix aBlas =
           prepareInput(ab_type, p.a.at(batch), transA, aScratch.get());
       BlasMatrix bBlas =
-          prepareInput(ab_type, p.b.at(batch), transB, bScratch.get());
+          widenedB
+              ? BlasMatrix{const_cast<float *>(widenedB) +
+                               (p.b.batchStride == 0 ? 0 : batch) * p.b.rows *
+                                   p.b.cols,
+                           blasint(std::max<int64_t>(p.b.cols, 1)), transB}
+              : prepareInput(ab_type, p.b.at(batch), transB, bScratch.get());
       launches += sgemm(aBlas, bBlas, acc, p.m, p.n, p.k, alpha, beta);
     }
 
@@ -645,3 +707,5 @@ int32_t linfuse_cpu_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
   countKernelLaunches(launches);
   return LINFUSE_OK;
 }
+
+void linfuse::runtime::releaseWidenedWeights() { widenedWeights().clear(); }

@@ -460,6 +460,7 @@ int32_t linfuse_get_num_threads(void) { return configuredThreads(); }
 
 void linfuse_cpu_release_packed_weights(void) {
   releaseOneDnn3PackedWeights();
+  releaseWidenedWeights();
   if (dnnl())
     packedWeights.clear(
         [](dnnl_memory_t m) { dnnl()->dnnl_memory_destroy(m); });

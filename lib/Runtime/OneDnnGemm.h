@@ -48,6 +48,10 @@ bool oneDnn3Gemm(int32_t abType, int32_t cType, const GemmMatrix &a,
 /// linfuse_cpu_release_packed_weights).
 void releaseOneDnn3PackedWeights();
 
+/// Frees the host fallback's widened f32 copies of constant f16/bf16
+/// weights (HostGemm.cpp; part of linfuse_cpu_release_packed_weights).
+void releaseWidenedWeights();
+
 } // namespace linfuse::runtime
 
 #endif // LINFUSE_LIB_RUNTIME_ONEDNNGEMM_H

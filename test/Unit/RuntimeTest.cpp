@@ -366,6 +366,47 @@ TEST_F(RuntimeTest, F32Transposes) {
   }
 }
 
+/// A constant f16/bf16 B on the fallback path (alpha != 1 sends every
+/// problem there, on any CPU) is widened to f32 once and that copy is used
+/// until linfuse_cpu_release_packed_weights: new values at the same address
+/// are not read before it, and are after. Both layouts, 2-d and batched
+/// (per-batch weights and one weight shared by the batch).
+TEST_F(RuntimeTest, ConstantNarrowWeightsAreWidenedOnceOnTheFallback) {
+  for (linfuse_dtype type : {LINFUSE_F16, LINFUSE_BF16})
+    for (int32_t trans : {int32_t(kTransB), 0})
+      for (int batching = 0; batching < 3; ++batching) {
+        SCOPED_TRACE("type " + std::to_string(type) + " trans " +
+                     std::to_string(trans) + " batching " +
+                     std::to_string(batching));
+        int32_t flags = trans | LINFUSE_GEMM_CONSTANT_B;
+        Operands ops = contiguousOperands(type, LINFUSE_F32, flags, 5, 24, 16,
+                                          batching ? std::vector<int64_t>{3}
+                                                   : std::vector<int64_t>{});
+        if (batching == 2) { // one weight for the batch: batch stride 0
+          ops.b.sizes[0] = 3;
+          ops.b.strides[0] = 0;
+        }
+        Gemm g;
+        g.abType = type;
+        g.flags = flags;
+        g.alpha = 0.5f;
+        linfuse_reset_stats();
+        runAndCheck(g, ops.a, ops.b, ops.c); // widens B
+        const Tensor oldB = ops.b;
+        ops.b = randomized(std::move(ops.b), 11); // same buffer, new values
+        std::vector<double> stale = reference(g, ops.a, oldB, ops.c, nullptr);
+        ASSERT_EQ(LINFUSE_OK, g.run(ops.a, ops.b, ops.c))
+            << linfuse_last_error_message();
+        expectClose(ops.c, stale); // the copy, not the new values
+        linfuse_cpu_release_packed_weights();
+        runAndCheck(g, ops.a, ops.b, ops.c); // widened again: new values
+        linfuse_cpu_release_packed_weights();
+        linfuse_runtime_stats stats;
+        linfuse_get_stats(&stats);
+        EXPECT_EQ(3, stats.fallback_gemm_calls);
+      }
+}
+
 /// Whether the CPU has oneDNN 3's f16 matmul kernels (AVX512-FP16 or
 /// AMX-FP16; not AMD Zen 4, where f16 takes the widening fallback).
 bool cpuHasF16Kernels() {

@@ -74,9 +74,10 @@ enum {
   LINFUSE_GEMM_HAS_BIAS = 4,
   /* B is a weight: the same values at the same address on every call until
    * linfuse_cpu_release_packed_weights. The host backend then reorders it
-   * once into its GEMM library's preferred layout and keeps that copy
-   * (a second copy of the weight; $LINFUSE_REORDER_WEIGHTS=0 turns the
-   * reordering off). */
+   * once into its GEMM library's preferred layout, or where no library
+   * kernel takes its type (f16 without AVX512-FP16) widens it once to f32,
+   * and keeps that copy (a second copy of the weight;
+   * $LINFUSE_REORDER_WEIGHTS=0 keeps none). */
   LINFUSE_GEMM_CONSTANT_B = 8,
 };
 
@@ -172,10 +173,10 @@ LINFUSE_RUNTIME_EXPORT int32_t linfuse_check_argument_sizes(
     const char *function, int32_t argument, int64_t rank, const int64_t *sizes,
     const int64_t *expected);
 
-/* Frees the host backend's reordered copies of LINFUSE_GEMM_CONSTANT_B
- * weights (all of them, made again on next use). Call it whenever weights
- * passed as constant change or are freed; the executables of linfuse-run,
- * the Python package and linfuse-compile's libraries do. */
+/* Frees the host backend's reordered (and widened) copies of
+ * LINFUSE_GEMM_CONSTANT_B weights (all of them, made again on next use). Call
+ * it whenever weights passed as constant change or are freed; the executables
+ * of linfuse-run, the Python package and linfuse-compile's libraries do. */
 LINFUSE_RUNTIME_EXPORT void linfuse_cpu_release_packed_weights(void);
 
 /* Threads of the host GEMMs (oneDNN's OpenMP pool, and OpenBLAS's for
