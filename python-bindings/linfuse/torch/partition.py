@@ -120,16 +120,36 @@ def _weight_only(gm: GraphModule, weights: set[Node]) -> set[Node]:
     return out
 
 
+#: Reshapes that the importer emits as the same collapse/expand of their
+#: source when their sizes agree (CSE then makes them one value).
+_VIEWS = {"aten.view", "aten._unsafe_view", "aten.reshape"}
+
+
+def _own_view(act: Node, gemm: Node) -> bool:
+    """Whether `act` is a reshape read by `gemm` alone: it belongs to the GEMM
+    (moves with it) and the GEMM reads the reshape's source."""
+    return (act.op == "call_function" and _packet_name(act.target) in _VIEWS
+            and isinstance(act.args[0], Node) and list(act.users) == [gemm])
+
+
 def _sibling_groups(gm: GraphModule, weight_only: set[Node]) -> list[list[Node]]:
-    """GEMMs on a weight grouped by the activation they read."""
-    groups: dict[Node, list[Node]] = {}
+    """GEMMs on a weight grouped by the activation they read: the same node,
+    or the same source through reshapes of their own with equal sizes (as
+    Falcon's and GPT-J's attention and MLP flatten one layer-norm output
+    separately, so that the partitioner may put them in different regions)."""
+    groups: dict[tuple, list[Node]] = {}
     for n in gm.graph.nodes:
         if n.op != "call_function" or _packet_name(n.target) not in _GEMMS:
             continue
         operands = [a for a in n.args[:3] if isinstance(a, Node)]
         acts = [a for a in operands if a not in weight_only]
-        if len(acts) == 1 and len(operands) > 1:
-            groups.setdefault(acts[0], []).append(n)
+        if len(acts) != 1 or len(operands) < 2:
+            continue
+        act = acts[0]
+        key: tuple = (act,)
+        if _own_view(act, n):
+            key = (act.args[0], _packet_name(act.target), repr(act.args[1:]))
+        groups.setdefault(key, []).append(n)
     return [g for g in groups.values() if len(g) > 1]
 
 
@@ -177,7 +197,8 @@ def _gather_siblings(gm: GraphModule, partitions: list[set[Node]],
             if home is None or home == target:
                 continue        # not linfuse's (unsupported), or already there
             moving = [node] + [a for a in node.all_input_nodes
-                               if a in weight_only and owner.get(a) == home
+                               if (a in weight_only or _own_view(a, node))
+                               and owner.get(a) == home
                                and all(u is node for u in a.users)]
             trial = dict(owner)
             for n in moving:
