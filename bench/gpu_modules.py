@@ -141,9 +141,10 @@ def silu_mul(res, g, u, n, t):
     return body
 
 
-def func(name, args, results, body, t):
-    """A module: HEADER + @name(args) -> results with body lines."""
-    res_types = [ty(r["shape"], t) for r in results]
+def func(name, args, results, body, t, result_t=None):
+    """A module: HEADER + @name(args) -> results with body lines (results of
+    type result_t, default t)."""
+    res_types = [ty(r["shape"], result_t or t) for r in results]
     ret = ", ".join(res_types)
     head = (f"func.func @{name}({arg_list(args, t)})\n"
             f"    -> ({ret}) {{")
@@ -265,13 +266,9 @@ def qkv_i8(name, k, nq, nkv):
                     f"{tr[n]}")
         results.append({"name": p, "value": p, "shape": [-1, n],
                         "ref": f"x @ w{p}.T"})
-    head = (f"func.func @{name}({arg_list(args, 'i8')})\n"
-            f"    -> ({', '.join(tr[n] for n in (nq, nkv, nkv))}) {{")
-    text = "\n".join([HEADER, head] + body + [
-        "  return %q, %k, %v : " + ", ".join(tr[n] for n in (nq, nkv, nkv)),
-        "}", ""])
     return dict(kind="qkv", fn=name, K=k, N=[nq, nkv, nkv], args=args,
-                results=results, text=text, result_dtype="i32")
+                results=results, result_dtype="i32",
+                text=func(name, args, results, body, "i8", "i32"))
 
 
 def numel(shape):

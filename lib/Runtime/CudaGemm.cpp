@@ -360,13 +360,16 @@ struct Plan {
   int32_t abType, cType;
   cublasLtEpilogue_t epilogue;
   cublasComputeType_t compute;
-  /// Of alpha and beta: CUDA_R_32I for integer GEMMs, else CUDA_R_32F.
-  cudaDataType scale;
   LtMatrix x, y, c; // B, A and C read column-major
   cublasOperation_t opX, opY;
   int64_t batch;
   /// Of the data of X, Y, C (also D) and the bias (0 without one).
   uint32_t alignX, alignY, alignC, alignBias;
+
+  /// Of alpha and beta: int32 for integer GEMMs, else f32.
+  cudaDataType scaleType() const {
+    return compute == CUBLAS_COMPUTE_32I ? CUDA_R_32I : CUDA_R_32F;
+  }
 
   /// What cuBLASLt's heuristic answer depends on, pointer alignments
   /// included.
@@ -461,13 +464,11 @@ int32_t plan(int64_t aRank, void *a, int64_t bRank, void *b, int64_t biasRank,
                   " K=%" PRId64 ")",
                   kFn, why, p.m, p.n, p.k);
     out.compute = CUBLAS_COMPUTE_32I;
-    out.scale = CUDA_R_32I;
     return LINFUSE_OK;
   }
   out.compute = abType == LINFUSE_F32 && allowTf32()
                     ? CUBLAS_COMPUTE_32F_FAST_TF32
                     : CUBLAS_COMPUTE_32F;
-  out.scale = CUDA_R_32F;
   return LINFUSE_OK;
 }
 
@@ -475,7 +476,7 @@ int32_t plan(int64_t aRank, void *a, int64_t bRank, void *b, int64_t biasRank,
 int32_t describe(const Plan &plan, Descriptors &d) {
   const Problem &p = plan.p;
   LINFUSE_LT_TRY(cublasLtMatmulDescCreate,
-                 (&d.matmul, plan.compute, plan.scale));
+                 (&d.matmul, plan.compute, plan.scaleType()));
   if (int32_t s = setAttribute(d.matmul, CUBLASLT_MATMUL_DESC_TRANSA,
                                int32_t(plan.opX)))
     return s;
@@ -606,12 +607,11 @@ int32_t linfuse_cuda_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
   // alpha and beta in the descriptor's scale type (validated: integers
   // are 1 and 0 or 1).
   int32_t alphaInt = int32_t(alpha), betaInt = int32_t(beta);
-  const void *alphaPtr = plan.scale == CUDA_R_32I
-                             ? static_cast<const void *>(&alphaInt)
-                             : static_cast<const void *>(&alpha);
-  const void *betaPtr = plan.scale == CUDA_R_32I
-                            ? static_cast<const void *>(&betaInt)
-                            : static_cast<const void *>(&beta);
+  bool integer = plan.scaleType() == CUDA_R_32I;
+  const void *alphaPtr = integer ? static_cast<const void *>(&alphaInt)
+                                 : static_cast<const void *>(&alpha);
+  const void *betaPtr = integer ? static_cast<const void *>(&betaInt)
+                                : static_cast<const void *>(&beta);
   // C is also D: cuBLASLt computes in place when both share the layout.
   LINFUSE_LT_TRY(cublasLtMatmul,
                  (ltHandle, d.matmul, alphaPtr, p.b.data, d.x, p.a.data, d.y,

@@ -648,11 +648,9 @@ int32_t linfuse_cpu_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
   if (p.k > 0 && !inPlaceLayout(ab_type, p.a.at(0), probe))
     if (int32_t s = allocate(p.m * p.k, "the A temporary", aScratch))
       return s;
-  // A constant narrow B is widened once (WidenedWeights), else per call;
-  // $LINFUSE_REORDER_WEIGHTS=0 keeps no second copy of any weight.
-  static const bool keepCopies = !switchedOff("LINFUSE_REORDER_WEIGHTS");
+  // A constant narrow B is widened once (WidenedWeights), else per call.
   const float *widenedB = nullptr;
-  if (keepCopies && p.k > 0 && ab_type != LINFUSE_F32 &&
+  if (keepsWeightCopies() && p.k > 0 && ab_type != LINFUSE_F32 &&
       (flags & LINFUSE_GEMM_CONSTANT_B))
     if (!(widenedB = widenedWeights().find(ab_type, p.b)))
       return LINFUSE_ERROR_OUT_OF_MEMORY;

@@ -132,9 +132,8 @@ int defaultThreads() {
 } // namespace
 
 bool linfuse::runtime::packsWeight(const Operands &ops, bool constantB) {
-  static const bool on = !switchedOff("LINFUSE_REORDER_WEIGHTS");
-  return on && constantB && ops.a.dims[1] > 1 && ops.a.dims[0] == 1 &&
-         ops.b.dims[0] == 1 && ops.c.dims[0] == 1;
+  return keepsWeightCopies() && constantB && ops.a.dims[1] > 1 &&
+         ops.a.dims[0] == 1 && ops.b.dims[0] == 1 && ops.c.dims[0] == 1;
 }
 
 const OpenMp *linfuse::runtime::hostOpenMp() {

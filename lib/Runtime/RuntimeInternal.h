@@ -25,6 +25,14 @@ inline bool switchedOff(const char *name) {
   return value && std::strcmp(value, "0") == 0;
 }
 
+/// Whether the host backend may keep a second copy of a constant weight
+/// (LINFUSE_GEMM_CONSTANT_B): oneDNN's reordered layouts, the fallback's
+/// widened f32 copies. $LINFUSE_REORDER_WEIGHTS=0 keeps none.
+inline bool keepsWeightCopies() {
+  static const bool on = !switchedOff("LINFUSE_REORDER_WEIGHTS");
+  return on;
+}
+
 /// Formats a one-line message, records it with `status` as the process's
 /// error (if no earlier error is pending) and returns `status`, so that
 /// entry points can `return fail(...)`.
