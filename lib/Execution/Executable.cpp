@@ -5,6 +5,7 @@
 #include "linfuse/Runtime/Runtime.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
@@ -91,6 +92,31 @@ static void makeRuntimeVisibleToJit() {
 /// see their values).
 static constexpr size_t kMinExternalBytes = 64 * 1024;
 
+/// The results of the packing function `pack` that are a row-wise (dim 0)
+/// concatenation of its arguments, as lists of argument numbers (the
+/// packing function takes the weights, in order).
+static std::vector<std::vector<unsigned>> rowConcatenations(func::FuncOp pack) {
+  std::vector<std::vector<unsigned>> groups;
+  auto ret = dyn_cast<func::ReturnOp>(pack.getBody().front().getTerminator());
+  if (!ret)
+    return groups;
+  for (Value v : ret.getOperands()) {
+    auto concat = v.getDefiningOp<tensor::ConcatOp>();
+    if (!concat || concat.getDim() != 0)
+      continue;
+    std::vector<unsigned> group;
+    for (Value in : concat.getInputs()) {
+      auto arg = dyn_cast<BlockArgument>(in);
+      if (!arg || arg.getOwner() != &pack.getBody().front())
+        break;
+      group.push_back(arg.getArgNumber());
+    }
+    if (group.size() == concat.getInputs().size() && group.size() > 1)
+      groups.push_back(std::move(group));
+  }
+  return groups;
+}
+
 llvm::Expected<std::unique_ptr<Executable>>
 Executable::compile(ModuleOp module, llvm::StringRef entry,
                     const CompileOptions &options) {
@@ -144,6 +170,7 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
           return type.takeError();
         exe->packedTypes.push_back(*type);
       }
+      exe->weightGroups = rowConcatenations(packFn);
     }
   }
 

@@ -178,6 +178,9 @@ void mlir::linfuse::buildLowerToCPUPipeline(
                      "it lowers function signatures and module globals"))
     return;
   addGemmsAndBuffers(pm, "cpu", options.epilogues, options.runtimeChecks);
+  // A merged weight is a view of its weights where the caller placed them
+  // one after the other (no second copy of them).
+  pm.addPass(createViewAdjacentWeightsPass());
   if (options.threads) {
     pm.addPass(createConvertLinalgToParallelLoopsPass());
     pm.addPass(createThreadParallelLoopsPass());

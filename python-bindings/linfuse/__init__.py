@@ -146,6 +146,15 @@ class Function:
     def num_weights(self) -> int:
         return sum(1 for _, w in self._native.arguments if w)
 
+    @property
+    def concatenated_weights(self) -> list[list[int]]:
+        """Groups of weights (indices among the weight arguments) that
+        packing concatenates row by row into one merged weight (gate and up;
+        Q, K and V). On the CPU, weights of a group that lie one after the
+        other in memory (contiguous, each starting where the previous one
+        ends) become the merged weight as they are, without a copy."""
+        return [list(g) for g in self._native.concatenated_weights]
+
     def load_weights(self, *weights) -> None:
         """Packs the `linfuse.weight` arguments, in order, once. The arrays
         are kept (and read in place on the CPU): do not modify them. On

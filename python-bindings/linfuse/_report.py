@@ -13,6 +13,8 @@ _KINDS = [
                          r".* into one (?P<shape>\S+) GEMM")),
     ("fold", re.compile(r"^folded (?P<what>.*?)(, FLOPs per row (?P<flops>.*))?$")),
     ("not-folded", re.compile(r"^chain of (?P<count>\d+ )?matmuls not folded: (?P<why>.*)$")),
+    ("not-folded", re.compile(r"^(?P<what>input scale) not folded into weight arguments: "
+                              r"(?P<why>.*)$")),
     ("not-merged", re.compile(r"^not merged with the matmul at (?P<other>\S+), both reading "
                               r"(?P<shared>\S+): (?P<why>.*)$")),
     ("lift", re.compile(r"^lifted (?P<count>\d+) weight-only ops of @(?P<function>\S+)")),

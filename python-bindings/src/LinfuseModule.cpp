@@ -269,6 +269,14 @@ PYBIND11_MODULE(_linfuse, m) {
       .def_property_readonly(
           "has_pack_function",
           [](const CompiledFunction &f) { return f.exe->hasPackFunction(); })
+      .def_property_readonly("concatenated_weights",
+                             [](const CompiledFunction &f) {
+                               py::list groups;
+                               for (const std::vector<unsigned> &g :
+                                    f.exe->concatenatedWeights())
+                                 groups.append(py::cast(g));
+                               return groups;
+                             })
       .def_property_readonly(
           "weights_packed",
           [](const CompiledFunction &f) { return f.exe->hasPackedWeights(); })

@@ -1,5 +1,6 @@
 // RUN: linfuse-opt %s -split-input-file --linfuse-fold-matmul-chains | FileCheck %s
 // RUN: linfuse-opt %s -split-input-file --linfuse-fold-matmul-chains --linfuse-remarks -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
+// RUN: linfuse-opt %s -split-input-file --linfuse-fold-matmul-chains="policy=always" | FileCheck %s --check-prefix=ALWAYS
 // RUN: linfuse-opt %s -split-input-file --linfuse-fold-matmul-chains | %mlir-opt -split-input-file --verify-each -o /dev/null
 
 // LayerNorm's affine part, `(x * g + v)·W + c`, feeding two constant
@@ -148,20 +149,35 @@ func.func @shift_not_foldable(%x: tensor<4x2xf32>, %v: tensor<2xf32>) -> (tensor
 
 // A norm over ?x?x4 activations (the rows cannot be collapsed first because
 // of a broadcast before it): the scale and shift are rank 3 and the linear
-// reads them through a collapse of the leading dims. The collapse now reads
-// the unscaled input, and the shape query follows it.
+// reads them through a collapse of the leading dims. The shift goes into a
+// bias either way; the scale, a weight argument in front of a weight
+// argument, stays by default (the collapse reads the scaled input), and
+// with policy=always moves into the weight (the collapse reads the
+// unscaled input). The shape query follows the collapse.
 // CHECK-LABEL: func.func @rank3_through_collapse
 // CHECK-SAME:    (%[[X:.*]]: tensor<?x?x4xf32>, %[[G:.*]]: tensor<4xf32> {linfuse.weight}, %[[V:.*]]: tensor<4xf32> {linfuse.weight}, %[[W:.*]]: tensor<4x6xf32> {linfuse.weight})
-// CHECK-NOT:     arith.addf %{{.*}} : f32
-// CHECK:         %[[N:.*]] = tensor.dim %[[X]], %c1 : tensor<?x?x4xf32>
-// CHECK:         %[[ROWS:.*]] = tensor.collapse_shape %[[X]] {{\[\[}}0, 1], [2]] : tensor<?x?x4xf32> into tensor<?x4xf32>
-// CHECK:         %[[Y:.*]] = linalg.matmul ins(%[[ROWS]], %{{.*}} : tensor<?x4xf32>, tensor<4x6xf32>)
-// CHECK:         %[[M:.*]] = tensor.dim %[[ROWS]], %{{.*}} : tensor<?x4xf32>
+// CHECK:         %[[S:.*]] = linalg.generic {{.*}} ins(%[[X]], %[[G]] : tensor<?x?x4xf32>, tensor<4xf32>)
+// CHECK-NEXT:    ^bb0
+// CHECK-NEXT:      arith.mulf
+// CHECK-NOT:     arith.addf
+// CHECK:         %[[N:.*]] = tensor.dim %[[S]], %c1 : tensor<?x?x4xf32>
+// CHECK:         %[[ROWS:.*]] = tensor.collapse_shape %[[S]] {{\[\[}}0, 1], [2]] : tensor<?x?x4xf32> into tensor<?x4xf32>
+// CHECK:         %[[Y:.*]] = linalg.matmul ins(%[[ROWS]], %[[W]] : tensor<?x4xf32>, tensor<4x6xf32>)
 // CHECK:         linalg.generic {{.*}} ins(%[[Y]], %{{.*}} : tensor<?x6xf32>, tensor<6xf32>)
 // CHECK:           arith.addf
 // CHECK:         return %{{.*}}, %[[N]]
 // REMARK: remark: folded an input shift into the bias
-// REMARK: remark: folded an input scale into the weight
+// REMARK: remark: input scale not folded into weight arguments: the scaled weights would be a second copy of 96 bytes of weights (policy=always folds it)
+// ALWAYS-LABEL: func.func @rank3_through_collapse
+// ALWAYS-SAME:    (%[[X:.*]]: tensor<?x?x4xf32>, %[[G:.*]]: tensor<4xf32> {linfuse.weight}, %[[V:.*]]: tensor<4xf32> {linfuse.weight}, %[[W:.*]]: tensor<4x6xf32> {linfuse.weight})
+// ALWAYS-NOT:     arith.addf %{{.*}} : f32
+// ALWAYS:         %[[N:.*]] = tensor.dim %[[X]], %c1 : tensor<?x?x4xf32>
+// ALWAYS:         %[[ROWS:.*]] = tensor.collapse_shape %[[X]] {{\[\[}}0, 1], [2]] : tensor<?x?x4xf32> into tensor<?x4xf32>
+// ALWAYS:         %[[Y:.*]] = linalg.matmul ins(%[[ROWS]], %{{.*}} : tensor<?x4xf32>, tensor<4x6xf32>)
+// ALWAYS:         %[[M:.*]] = tensor.dim %[[ROWS]], %{{.*}} : tensor<?x4xf32>
+// ALWAYS:         linalg.generic {{.*}} ins(%[[Y]], %{{.*}} : tensor<?x6xf32>, tensor<6xf32>)
+// ALWAYS:           arith.addf
+// ALWAYS:         return %{{.*}}, %[[N]]
 #id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
 #last3 = affine_map<(d0, d1, d2) -> (d2)>
 func.func @rank3_through_collapse(%x: tensor<?x?x4xf32>, %g: tensor<4xf32> {linfuse.weight}, %v: tensor<4xf32> {linfuse.weight}, %w: tensor<4x6xf32> {linfuse.weight}) -> (tensor<?x6xf32>, index) {

@@ -488,16 +488,24 @@ func.func @weight_args_lora_f16(%x: tensor<2x8xf16>, %w: tensor<8x8xf16> {linfus
 
 // -----
 
-// A norm gamma that is a `linfuse.weight` argument scales the rows of the
-// (transposed-B, [N, K]) weight, which is written back in its own layout.
+// A norm gamma that is a `linfuse.weight` argument, in front of a weight
+// argument: by default the scale stays in the element-wise code (folding it
+// would make the scaled weight a second copy beside the caller's, to save
+// one multiply per input element). With policy=always it scales the rows of
+// the (transposed-B, [N, K]) weight, which is written back in its own layout.
 // CHECK-LABEL: func.func @weight_args_gamma
 // CHECK-SAME:    (%[[X:.*]]: tensor<2x4xf32>, %[[G:.*]]: tensor<4xf32> {linfuse.weight}, %[[W:.*]]: tensor<6x4xf32> {linfuse.weight})
-// CHECK:         %[[GR:.*]] = tensor.expand_shape %[[G]] {{\[\[}}0, 1]] output_shape [1, 4] : tensor<4xf32> into tensor<1x4xf32>
-// CHECK:         %[[SCALED:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<4x6xf64>, tensor<1x4xf64>)
-// CHECK:         %[[T:.*]] = linalg.transpose ins(%[[SCALED]] : tensor<4x6xf64>) outs(%{{.*}} : tensor<6x4xf64>) permutation = [1, 0]
-// CHECK:         %[[W2:.*]] = linalg.generic {{.*}} ins(%[[T]] : tensor<6x4xf64>) outs(%{{.*}} : tensor<6x4xf32>)
-// CHECK:         linalg.matmul indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}] ins(%[[X]], %[[W2]] : tensor<2x4xf32>, tensor<6x4xf32>)
-// REMARK: remark: folded an input scale into the weight
+// CHECK:         %[[Y:.*]] = linalg.generic {{.*}} ins(%[[X]], %[[G]] : tensor<2x4xf32>, tensor<4xf32>)
+// CHECK:           arith.mulf
+// CHECK:         linalg.matmul indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}] ins(%[[Y]], %[[W]] : tensor<2x4xf32>, tensor<6x4xf32>)
+// REMARK: :[[@LINE+11]]:8: remark: input scale not folded into weight arguments: the scaled weights would be a second copy of 96 bytes of weights (policy=always folds it)
+// ALWAYS-LABEL: func.func @weight_args_gamma
+// ALWAYS-SAME:    (%[[X:.*]]: tensor<2x4xf32>, %[[G:.*]]: tensor<4xf32> {linfuse.weight}, %[[W:.*]]: tensor<6x4xf32> {linfuse.weight})
+// ALWAYS:         %[[GR:.*]] = tensor.expand_shape %[[G]] {{\[\[}}0, 1]] output_shape [1, 4] : tensor<4xf32> into tensor<1x4xf32>
+// ALWAYS:         %[[SCALED:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<4x6xf64>, tensor<1x4xf64>)
+// ALWAYS:         %[[T:.*]] = linalg.transpose ins(%[[SCALED]] : tensor<4x6xf64>) outs(%{{.*}} : tensor<6x4xf64>) permutation = [1, 0]
+// ALWAYS:         %[[W2:.*]] = linalg.generic {{.*}} ins(%[[T]] : tensor<6x4xf64>) outs(%{{.*}} : tensor<6x4xf32>)
+// ALWAYS:         linalg.matmul indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}] ins(%[[X]], %[[W2]] : tensor<2x4xf32>, tensor<6x4xf32>)
 func.func @weight_args_gamma(%x: tensor<2x4xf32>, %g: tensor<4xf32> {linfuse.weight}, %w: tensor<6x4xf32> {linfuse.weight}) -> tensor<2x6xf32> {
   %zero = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<2x4xf32>

@@ -1,24 +1,40 @@
 // RUN: linfuse-opt %s -split-input-file --linfuse-optimize | FileCheck %s
 // RUN: linfuse-opt %s -split-input-file --linfuse-optimize --linfuse-remarks -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
-// A norm scale over run-time weights folds into each projection, and the
-// scaled weights are computed where the weights are available (not next to
-// each matmul), so the three projections still merge into one GEMM.
+// RUN: linfuse-opt %s -split-input-file --linfuse-fold-matmul-chains="policy=always" --linfuse-merge-parallel-matmuls --linfuse-remarks 2>&1 | FileCheck %s --check-prefix=ALWAYS
+// A norm scale over run-time weights, in front of three projections. By
+// default the scale stays a multiply (folding it into weight arguments
+// would copy them) and the projections merge over the scaled input: the
+// merged weight is a plain row concat of the weights. With policy=always it
+// folds into each projection, and the scaled weights are computed where the
+// weights are available (not next to each matmul), so the three
+// projections still merge into one GEMM.
 
-// REMARK: :44:8: remark: folded an input scale into the weight
-// REMARK: :43:8: remark: folded an input scale into the weight
-// REMARK: :39:8: remark: folded an input scale into the weight
-// REMARK: :39:8: remark: merged 3 matmuls sharing %arg0 into one ?x16 GEMM
+// REMARK: :48:9: remark: input scale not folded into weight arguments: the scaled weights would be a second copy of 512 bytes of weights (policy=always folds it)
+// REMARK: :55:8: remark: merged 3 matmuls sharing %{{.*}} into one ?x16 GEMM
 // CHECK-LABEL: func.func @norm_scale_qkv
 // CHECK-SAME:    (%[[X:.*]]: tensor<?x8xf32>, %[[G:.*]]: tensor<8xf32> {linfuse.weight}, %[[WQ:.*]]: tensor<8x8xf32> {linfuse.weight}, %[[WK:.*]]: tensor<4x8xf32> {linfuse.weight}, %[[WV:.*]]: tensor<4x8xf32> {linfuse.weight})
-// CHECK:         %[[SQ:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<8x8xf32>)
-// CHECK:         %[[SK:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<4x8xf32>)
-// CHECK:         %[[SV:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<4x8xf32>)
-// CHECK:         %[[W:.*]] = tensor.concat dim(0) %[[SQ]], %[[SK]], %[[SV]] : (tensor<8x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<16x8xf32>
-// CHECK:         %[[MM:.*]] = linalg.matmul {{.*}} ins(%[[X]], %[[W]] : tensor<?x8xf32>, tensor<16x8xf32>)
+// CHECK:         %[[XS:.*]] = linalg.generic {{.*}} ins(%[[G]], %[[X]] : tensor<8xf32>, tensor<?x8xf32>)
+// CHECK:         %[[W:.*]] = tensor.concat dim(0) %[[WQ]], %[[WK]], %[[WV]] : (tensor<8x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<16x8xf32>
+// CHECK:         %[[MM:.*]] = linalg.matmul {{.*}} ins(%[[XS]], %[[W]] : tensor<?x8xf32>, tensor<16x8xf32>)
 // CHECK-NOT:     linalg.matmul
 // CHECK:         tensor.extract_slice %[[MM]][0, 0] [%{{.*}}, 8]
 // CHECK:         tensor.extract_slice %[[MM]][0, 8] [%{{.*}}, 4]
 // CHECK:         tensor.extract_slice %[[MM]][0, 12] [%{{.*}}, 4]
+// ALWAYS: :60:8: remark: folded an input scale into the weight
+// ALWAYS: :59:8: remark: folded an input scale into the weight
+// ALWAYS: :55:8: remark: folded an input scale into the weight
+// ALWAYS: :55:8: remark: merged 3 matmuls sharing %arg0 into one ?x16 GEMM
+// ALWAYS-LABEL: func.func @norm_scale_qkv
+// ALWAYS-SAME:    (%[[X:.*]]: tensor<?x8xf32>, %[[G:.*]]: tensor<8xf32> {linfuse.weight}, %[[WQ:.*]]: tensor<8x8xf32> {linfuse.weight}, %[[WK:.*]]: tensor<4x8xf32> {linfuse.weight}, %[[WV:.*]]: tensor<4x8xf32> {linfuse.weight})
+// ALWAYS:         %[[SQ:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<8x8xf32>)
+// ALWAYS:         %[[SK:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<4x8xf32>)
+// ALWAYS:         %[[SV:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<4x8xf32>)
+// ALWAYS:         %[[W:.*]] = tensor.concat dim(0) %[[SQ]], %[[SK]], %[[SV]] : (tensor<8x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<16x8xf32>
+// ALWAYS:         %[[MM:.*]] = linalg.matmul {{.*}} ins(%[[X]], %[[W]] : tensor<?x8xf32>, tensor<16x8xf32>)
+// ALWAYS-NOT:     linalg.matmul
+// ALWAYS:         tensor.extract_slice %[[MM]][0, 0] [%{{.*}}, 8]
+// ALWAYS:         tensor.extract_slice %[[MM]][0, 8] [%{{.*}}, 4]
+// ALWAYS:         tensor.extract_slice %[[MM]][0, 12] [%{{.*}}, 4]
 #mA = affine_map<(d0, d1, d2) -> (d0, d2)>
 #mBt = affine_map<(d0, d1, d2) -> (d1, d2)>
 #mC = affine_map<(d0, d1, d2) -> (d0, d1)>

@@ -116,19 +116,21 @@ func.func @nothing_to_lift(%x: tensor<2x4xf32>, %w: tensor<4x4xf32> {linfuse.wei
 // -----
 
 // The whole flow with `--linfuse-optimize=lift-weights=true` on run-time
-// weights: the norm gamma folds into both projections, the K projection's
-// chain k·A·B is pre-multiplied (as IR, in f64), Q and K merge into one
-// GEMM over a concat, and all of that weight work ends up in @block__pack;
-// @block keeps one matmul on the packed weight plus zero-copy slices.
+// weights: the K projection's chain k·A·B is pre-multiplied (as IR, in f64),
+// Q and K merge into one GEMM over a concat, and all of that weight work
+// ends up in @block__pack; @block keeps the norm gamma's multiply (a scale
+// is not folded into weight arguments by default: that would copy them),
+// one matmul on the packed weight, and zero-copy slices. The gamma is a
+// packed result that is the weight itself.
 // PIPE-LABEL: func.func @block__pack
-// PIPE-SAME:    (%{{.*}}: tensor<8xf32> {linfuse.weight}, %{{.*}}: tensor<8x8xf32> {linfuse.weight}, %{{.*}}: tensor<8x8xf32> {linfuse.weight}, %{{.*}}: tensor<8x8xf32> {linfuse.weight}, %{{.*}}: tensor<8x8xf32> {linfuse.weight}) -> tensor<8x16xf32>
+// PIPE-SAME:    (%[[G:.*]]: tensor<8xf32> {linfuse.weight}, %[[WQ:.*]]: tensor<8x8xf32> {linfuse.weight}, %{{.*}}: tensor<8x8xf32> {linfuse.weight}, %{{.*}}: tensor<8x8xf32> {linfuse.weight}, %{{.*}}: tensor<8x8xf32> {linfuse.weight}) -> (tensor<8x16xf32>, tensor<8xf32>)
 // PIPE-COUNT-2: linalg.matmul {{.*}} tensor<8x8xf64>
-// PIPE:         %[[CAT:.*]] = tensor.concat dim(1) %{{.*}}, %{{.*}} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x16xf32>
-// PIPE-NEXT:    return %[[CAT]] : tensor<8x16xf32>
+// PIPE:         %[[CAT:.*]] = tensor.concat dim(1) %[[WQ]], %{{.*}} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x16xf32>
+// PIPE-NEXT:    return %[[CAT]], %[[G]] : tensor<8x16xf32>, tensor<8xf32>
 // PIPE-LABEL: func.func @block
-// PIPE-SAME:    (%[[X:.*]]: tensor<?x8xf32>, %[[P:.*]]: tensor<8x16xf32> {linfuse.packed = 0 : i64}) -> (tensor<?x8xf32>, tensor<?x8xf32>) attributes {linfuse.pack_function = @block__pack}
-// PIPE-NOT:     linalg.generic
-// PIPE:         %[[R:.*]] = linalg.matmul ins(%[[X]], %[[P]] : tensor<?x8xf32>, tensor<8x16xf32>)
+// PIPE-SAME:    (%[[X:.*]]: tensor<?x8xf32>, %[[P:.*]]: tensor<8x16xf32> {linfuse.packed = 0 : i64}, %[[PG:.*]]: tensor<8xf32> {linfuse.packed = 1 : i64}) -> (tensor<?x8xf32>, tensor<?x8xf32>) attributes {linfuse.pack_function = @block__pack}
+// PIPE:         %[[Y:.*]] = linalg.generic {{.*}} ins(%[[X]], %[[PG]] : tensor<?x8xf32>, tensor<8xf32>)
+// PIPE:         %[[R:.*]] = linalg.matmul ins(%[[Y]], %[[P]] : tensor<?x8xf32>, tensor<8x16xf32>)
 // PIPE-NOT:     linalg.matmul
 // PIPE:         %[[Q:.*]] = tensor.extract_slice %[[R]][0, 0] [%{{.*}}, 8] [1, 1]
 // PIPE:         %[[K:.*]] = tensor.extract_slice %[[R]][0, 8] [%{{.*}}, 8] [1, 1]

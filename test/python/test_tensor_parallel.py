@@ -30,7 +30,9 @@ def test_two_rank_tensor_parallel_llama(tmp_path):
         gate_up = [m for m in r["merges"] if m["count"] == 2]
         assert len(qkv) == 2 and all(m["shape"].endswith("x128") for m in qkv), r
         assert len(gate_up) == 2 and all(m["shape"].endswith("x256") for m in gate_up), r
-        assert r["folds"] == 2 * 5 + 1, r
+        # The RMSNorm gammas stay multiplies (folding them into the local
+        # weight shards would copy them).
+        assert r["folds"] == 0, r
         # The all-reduces after o_proj and down_proj run in PyTorch.
         assert any("all_reduce" in op for op in r["left_to_pytorch"]), r
         # 15 nn.Linear calls in eager; here per layer qkv, gate/up, o, down,

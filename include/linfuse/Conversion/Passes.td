@@ -342,6 +342,59 @@ def StreamOrderedGemmsPass : Pass<"linfuse-stream-ordered-gemms",
                            "::mlir::gpu::GPUDialect"];
 }
 
+def ViewAdjacentWeightsPass : Pass<"linfuse-view-adjacent-weights",
+                                   "::mlir::ModuleOp"> {
+  let summary = "A packing function's merged weight is a view of its "
+                "weights when they lie one after the other in memory";
+  let description = [{
+    A weight-packing function (`@f__pack`) builds a merged weight as a new
+    buffer with each weight copied into its rows: for as long as the packed
+    weights live, a second copy of every merged weight beside the caller's.
+    A caller that keeps a merge group's weights one after the other in
+    memory (linfuse.torch places the parameters of each group in one buffer
+    before packing) already holds the concatenation. This pass makes such
+    a result check that at run time and return a view of the weights when
+    it holds, the copy otherwise.
+
+    A result qualifies when it is a static, identity-layout `memref.alloc`
+    in the packing function's entry block whose other uses are subviews of
+    whole rows (offsets `[r, 0, ...]`, unit strides), each filled by one
+    `memref.copy` from a function argument of the same element type and
+    row shape, that cover the rows once and in order, from at least two
+    arguments. The view is the first argument reinterpreted with the
+    result's shape; it is taken when the first argument's descriptor
+    offset is 0 and each next argument starts where the previous one ends
+    (byte addresses: aligned pointer plus offset). Such a result has the
+    first weight's `allocated` pointer, as for the weights
+    `--linfuse-return-views` returns uncopied: it is not the caller's to
+    free. Host (CPU) lowering only; runs after bufferization and
+    deallocation.
+
+    ```mlir
+    %alloc = memref.alloc() : memref<192x64xf32>
+    %sv0 = memref.subview %alloc[0, 0] [96, 64] [1, 1] : ...
+    memref.copy %arg0, %sv0 : memref<96x64xf32> to ...
+    %sv1 = memref.subview %alloc[96, 0] [96, 64] [1, 1] : ...
+    memref.copy %arg1, %sv1 : memref<96x64xf32> to ...
+    return %alloc : memref<192x64xf32>
+    // becomes
+    %adjacent = ... // offset(%arg0) == 0 and address(%arg1) == address(%arg0) + 24576
+    %r = scf.if %adjacent -> (memref<192x64xf32>) {
+      %view = memref.reinterpret_cast %arg0 to offset: [0], sizes: [192, 64], strides: [64, 1] : memref<96x64xf32> to memref<192x64xf32>
+      scf.yield %view : memref<192x64xf32>
+    } else {
+      %alloc = memref.alloc() : memref<192x64xf32>
+      ... // the copies, as before
+      scf.yield %alloc : memref<192x64xf32>
+    }
+    return %r : memref<192x64xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
 def ReturnViewsPass : Pass<"linfuse-return-views", "::mlir::ModuleOp"> {
   let summary = "Return slices of a merged GEMM's result as views instead "
                 "of copies";

@@ -149,6 +149,15 @@ public:
   /// True when the entry function got a packing function.
   bool hasPackFunction() const { return !packName.empty(); }
 
+  /// Groups of weights (indices among the `linfuse.weight` arguments, in
+  /// order) that the packing function concatenates row by row into one
+  /// packed weight. On the CPU, a caller that places a group's weights one
+  /// after the other in memory gets a view of them as the packed weight,
+  /// not a copy (--linfuse-view-adjacent-weights).
+  llvm::ArrayRef<std::vector<unsigned>> concatenatedWeights() const {
+    return weightGroups;
+  }
+
   /// Where the compiled code's buffers live.
   Target target() const { return targetKind; }
 
@@ -209,6 +218,8 @@ private:
   llvm::SmallVector<TensorSignature> args, resultTypes;
   /// Types of the packing function's results (the entry's extra arguments).
   llvm::SmallVector<TensorSignature> packedTypes;
+  /// See concatenatedWeights().
+  std::vector<std::vector<unsigned>> weightGroups;
   /// The bound inputs (host copies) and what the code reads: the same
   /// memory on the CPU, device copies uploaded once at bind on CUDA.
   std::vector<HostArray> inputs;

@@ -99,6 +99,59 @@ def _shape_only(module: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return torch.fx.GraphModule(module, graph)
 
 
+def _placeable(tensors: list[torch.Tensor]) -> bool:
+    """Whether these tensors can share one new buffer: distinct CPU tensors
+    of one dtype, each the only tensor over its whole storage (not a view:
+    replacing its storage then frees the old one)."""
+    return (len({id(t) for t in tensors}) == len(tensors) and
+            all(isinstance(t, torch.Tensor) and t.is_cpu and t.layout == torch.strided
+                and t.dtype == tensors[0].dtype and t.is_contiguous()
+                and t._base is None and t.storage_offset() == 0
+                and t.untyped_storage().nbytes() == t.numel() * t.element_size()
+                for t in tensors))
+
+
+def _adjacent(tensors: list[torch.Tensor]) -> bool:
+    ends = [t.data_ptr() + t.numel() * t.element_size() for t in tensors[:-1]]
+    return all(t.is_contiguous() and (i == 0 or t.data_ptr() == ends[i - 1])
+               for i, t in enumerate(tensors))
+
+
+def place_merged_weights(function: "linfuse.Function", weights: list) -> int:
+    """Puts the weights of each group that `function`'s packing concatenates
+    (`concatenated_weights`: gate and up, Q/K/V) one after the other in one
+    new buffer, so that packing views them as the merged weight instead of
+    copying them: memory stays one copy of the weights. Each tensor keeps
+    its values, shape and identity; its storage becomes a slice of the
+    group's buffer (`tensor.data = ...`), and the old storage is freed one
+    tensor at a time, so at most one group is held twice. Groups whose
+    tensors are views, on a GPU, or already adjacent are left as they are,
+    and so is everything with $LINFUSE_SHARE_WEIGHTS=0. Returns the bytes
+    moved."""
+    if os.environ.get("LINFUSE_SHARE_WEIGHTS", "1") == "0":
+        return 0
+    moved, seen = 0, set()
+    for group in function.concatenated_weights:
+        tensors = [weights[i] for i in group]
+        if any(id(t) in seen for t in tensors) or not _placeable(tensors):
+            continue
+        seen.update(id(t) for t in tensors)
+        if _adjacent(tensors):
+            continue
+        # A normal tensor even under inference_mode: the parameters must
+        # stay usable (and writable) outside it.
+        with torch.inference_mode(False), torch.no_grad():
+            buffer = torch.empty(sum(t.numel() for t in tensors), dtype=tensors[0].dtype)
+            offset = 0
+            for t in tensors:
+                part = buffer[offset:offset + t.numel()].view(t.shape)
+                part.copy_(t)
+                t.data = part
+                offset += t.numel()
+        moved += buffer.numel() * buffer.element_size()
+    return moved
+
+
 def pack_if_changed(function: "linfuse.Function", weights: list) -> float | None:
     """Packs `weights` into `function` (its `load_weights`) unless it holds
     these tensors already, unchanged: the key is each tensor's data pointer
@@ -112,6 +165,8 @@ def pack_if_changed(function: "linfuse.Function", weights: list) -> float | None
         return None
     function._weights_key = None          # stays unset if packing fails
     start = time.perf_counter()
+    if place_merged_weights(function, weights):
+        key = tuple((w.data_ptr(), w._version) for w in weights)
     if any(w.is_cuda for w in weights):
         # Packing runs on linfuse's stream: the weights' writes first
         # (once per packing, not per call).

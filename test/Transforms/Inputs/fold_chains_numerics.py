@@ -37,7 +37,9 @@ With --runtime-weights the same cases (one f32 LoRA and one f16/bf16 LoRA
 per seed, as above) pass every weight, bias and norm gamma as a
 `linfuse.weight` function argument instead of a constant. The pass then
 emits the products as IR (accumulated in f32, rounded once), and
-`--linfuse-lift-weight-packing` moves them into `@main__pack`. The script
+`--linfuse-lift-weight-packing` moves them into `@main__pack` (the lone
+norm scale with policy=always: by default a scale in front of weight
+arguments is not folded, since its fold would copy them). The script
 appends an `@entry` that calls `@main__pack` on the same data and prints
 the packed results, runs it with mlir-runner, and compares the weight and
 bias that @main's one remaining matmul reads against the same references
@@ -450,7 +452,10 @@ def case_normscale(rng, seed):
         out = b.bias_add(out, bias)
     ref_w = g.astype(np.float64)[:, None] * w.astype(np.float64)
     ref_c = None if bias is None else bias.astype(np.float64)
-    return b.module(out, n), b.matmuls, None, 'f32', ref_w, ref_c
+    # A scale in front of weight arguments stays a multiply by default (its
+    # fold would copy them): the folded numerics are checked with always.
+    policy = 'always' if RUNTIME_WEIGHTS else None
+    return b.module(out, n), b.matmuls, policy, 'f32', ref_w, ref_c
 
 
 def case_normscale_chain(rng, seed):

@@ -172,7 +172,16 @@ def FoldMatmulChainsPass : Pass<"linfuse-fold-matmul-chains"> {
       `--linfuse-optimize`, so `x·W` and `x·A` are not merged instead.
     * **Input scales**: `x * g` with a constant `g` broadcast along K
       (RMSNorm/LayerNorm gamma) or a constant scalar, when every user of the
-      scaled value is such a matmul, is folded into the weights' rows.
+      scaled value is such a matmul, is folded into the weights' rows. On
+      `linfuse.weight` arguments (a gamma or weights that arrive at run
+      time) only with `policy=always`: there the scaled weights would be
+      new buffers beside the caller's, a second copy of every weight the
+      norm feeds (Q/K/V, gate and up: 70% of a LLaMA layer), to save one
+      multiply per input element that the norm's element-wise loop does
+      anyway. The scale then stays, with a remark saying why; the
+      projections still merge over its result, into a plain concat of the
+      weights that the packing function can view in place
+      (`--linfuse-view-adjacent-weights`).
     * **Input shifts**: `x + v` with a constant `v` broadcast along K
       (LayerNorm beta), when every user is such a matmul, is folded into
       the biases: `(x + v)·W + c = x·W + (v·W + c)`; a bias-add is created

@@ -1,0 +1,173 @@
+"""Merged weights without a second copy: linfuse.torch places each merge
+group's parameters one after the other in one buffer, and the packing
+function then returns a view of them as the merged weight
+(--linfuse-view-adjacent-weights) instead of a concatenated copy. Observed
+through the data: a write into a parameter that bypasses its version
+counter (through numpy) is seen by the compiled model when, and only when,
+the merged weight is a view of the parameters."""
+
+import pytest
+import torch
+from torch import nn
+from torch.export import Dim
+
+import linfuse
+import linfuse.torch as lt
+
+
+def rel_err(got, want):
+    return ((got - want).abs().max() / want.abs().max()).item()
+
+
+class NormGateUp(nn.Module):
+    """RMSNorm-style scale, then gate/up (merged) and down."""
+
+    def __init__(self, hidden=64, inter=96, dtype=torch.float32):
+        super().__init__()
+        self.gamma = nn.Parameter(1 + 0.1 * torch.randn(hidden, dtype=dtype))
+        self.gate = nn.Linear(hidden, inter, bias=False, dtype=dtype)
+        self.up = nn.Linear(hidden, inter, bias=False, dtype=dtype)
+        self.down = nn.Linear(inter, hidden, bias=False, dtype=dtype)
+
+    def forward(self, x):
+        y = x * self.gamma
+        return self.down(nn.functional.silu(self.gate(y)) * self.up(y))
+
+
+def _compile(model, x, path):
+    if path == "module":
+        return lt.compile(model, (x,), dynamic_shapes=({0: Dim("m", min=1, max=1024)},))
+    torch._dynamo.reset()
+    return torch.compile(model, backend=lt.backend(fallback="eager"), dynamic=True)
+
+
+def _write_bypassing_version(t: torch.Tensor, factor: float):
+    """Scales `t` in place without moving its version counter, so packing
+    does not run again."""
+    version = t._version
+    t.detach().numpy()[...] *= factor
+    assert t._version == version
+
+
+@pytest.mark.parametrize("path", ["module", "backend"])
+def test_gate_and_up_share_one_buffer_the_merged_gemm_reads(path):
+    torch.manual_seed(0)
+    model = NormGateUp().eval()
+    x = torch.randn(5, 64)
+    x1 = x[:1]
+    with torch.no_grad():
+        want = model(x)
+        compiled = _compile(model, x, path)
+        got = compiled(x)
+        compiled(x1)  # Dynamo compiles (and packs) 1 row as a graph of its own
+    assert rel_err(got, want) < 1e-6
+    gate, up = model.gate.weight, model.up.weight
+    # Up starts where gate ends; values, shapes and identities unchanged.
+    assert up.data_ptr() == gate.data_ptr() + gate.numel() * gate.element_size()
+    assert isinstance(gate, nn.Parameter) and gate.shape == (96, 64)
+    with torch.no_grad():
+        assert torch.equal(model(x), want)
+
+    # The merged GEMM reads the parameters themselves: scaling up's rows
+    # behind the version counter's back shows in the compiled result. (One
+    # row: larger M reads oneDNN's reordered copy of the weight, made on
+    # its first use, unless $LINFUSE_REORDER_WEIGHTS=0.)
+    _write_bypassing_version(up, 2.0)
+    with torch.no_grad():
+        want2 = model(x1)
+        got2 = compiled(x1)
+    assert rel_err(want2, want[:1]) > 1e-2
+    assert rel_err(got2, want2) < 1e-6
+
+
+def test_without_sharing_the_merged_weight_is_a_copy(monkeypatch):
+    monkeypatch.setenv("LINFUSE_SHARE_WEIGHTS", "0")
+    torch.manual_seed(0)
+    model = NormGateUp().eval()
+    gate_ptr, up_ptr = model.gate.weight.data_ptr(), model.up.weight.data_ptr()
+    x = torch.randn(2, 64)
+    with torch.no_grad():
+        want = model(x[:1])
+        compiled = _compile(model, x, "module")
+        compiled(x[:1])
+    assert (model.gate.weight.data_ptr(), model.up.weight.data_ptr()) == (gate_ptr, up_ptr)
+    _write_bypassing_version(model.up.weight, 2.0)
+    with torch.no_grad():
+        got = compiled(x[:1])  # still the packed copy of the old values
+    assert rel_err(got, want) < 1e-6
+
+
+def test_bf16_merged_weight_is_a_view_and_exact():
+    torch.manual_seed(0)
+    model = NormGateUp(dtype=torch.bfloat16).eval()
+    x = torch.randn(7, 64, dtype=torch.bfloat16)
+    with torch.no_grad():
+        want = model(x).float()
+        compiled = _compile(model, x, "module")
+        got = compiled(x).float()
+    assert rel_err(got, want) < 1e-2
+    gate, up = model.gate.weight, model.up.weight
+    assert up.data_ptr() == gate.data_ptr() + gate.numel() * gate.element_size()
+
+
+class TiedViews(nn.Module):
+    """Gate and up are views of one parameter, in the opposite order of
+    the merge: they cannot be moved (other tensors share the storage), and
+    the merged weight is a copy, with the right values."""
+
+    def __init__(self):
+        super().__init__()
+        self.both = nn.Parameter(torch.randn(192, 64))
+
+    def forward(self, x):
+        up, gate = self.both[:96], self.both[96:]
+        return nn.functional.silu(x @ gate.t()) * (x @ up.t())
+
+
+def test_weights_that_are_views_stay_where_they_are():
+    torch.manual_seed(0)
+    model = TiedViews().eval()
+    ptr = model.both.data_ptr()
+    x = torch.randn(3, 64)
+    with torch.no_grad():
+        want = model(x)
+        compiled = _compile(model, x, "module")
+        got = compiled(x)
+    assert rel_err(got, want) < 1e-6
+    assert model.both.data_ptr() == ptr
+
+
+def test_concatenated_weights_lists_the_merge_groups():
+    ir = """
+func.func @f(%x: tensor<?x8xf32>, %a: tensor<4x8xf32> {linfuse.weight}, %b: tensor<6x8xf32> {linfuse.weight}) -> (tensor<?x4xf32>, tensor<?x6xf32>) {
+  %c0 = arith.constant 0 : index
+  %z = arith.constant 0.0 : f32
+  %m = tensor.dim %x, %c0 : tensor<?x8xf32>
+  %e4 = tensor.empty(%m) : tensor<?x4xf32>
+  %f4 = linalg.fill ins(%z : f32) outs(%e4 : tensor<?x4xf32>) -> tensor<?x4xf32>
+  %e6 = tensor.empty(%m) : tensor<?x6xf32>
+  %f6 = linalg.fill ins(%z : f32) outs(%e6 : tensor<?x6xf32>) -> tensor<?x6xf32>
+  %ya = linalg.matmul indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>] ins(%x, %a : tensor<?x8xf32>, tensor<4x8xf32>) outs(%f4 : tensor<?x4xf32>) -> tensor<?x4xf32>
+  %yb = linalg.matmul indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>] ins(%x, %b : tensor<?x8xf32>, tensor<6x8xf32>) outs(%f6 : tensor<?x6xf32>) -> tensor<?x6xf32>
+  return %ya, %yb : tensor<?x4xf32>, tensor<?x6xf32>
+}"""
+    fn = linfuse.compile(ir).f
+    assert fn.concatenated_weights == [[0, 1]]
+    import numpy as np
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 8), dtype=np.float32)  # one row: see above
+    # Adjacent (one array, two views) and apart: the same results.
+    both = rng.standard_normal((10, 8), dtype=np.float32)
+    a, b = both[:4], both[4:]
+    fn.load_weights(a, b)
+    ya, yb = fn(x)
+    np.testing.assert_allclose(ya, x @ a.T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(yb, x @ b.T, rtol=1e-5, atol=1e-5)
+    # The view reads the caller's array: a write shows (load_weights says
+    # the arrays must not change; here that is the point).
+    both[4:] *= 2
+    np.testing.assert_allclose(fn(x)[1], x @ b.T, rtol=1e-5, atol=1e-5)
+    a2, b2 = a.copy(), b.copy()
+    fn.load_weights(a2, b2)
+    b2 *= 0.5  # a separate array: the merged weight is a copy of it
+    np.testing.assert_allclose(fn(x)[1], x @ (2 * b2).T, rtol=1e-5, atol=1e-5)
