@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -128,6 +129,19 @@ def child(args) -> dict:
         start = time.perf_counter()
         got = compiled(x)
         out["second_call_s"] = time.perf_counter() - start
+        # Steady state: `--calls` more calls, each followed by an eager one
+        # (interleaved, so both see the same machine), medians.
+        linfuse_s, eager_s = [], []
+        for _ in range(args.calls):
+            start = time.perf_counter()
+            compiled(x)
+            linfuse_s.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            model(x)
+            eager_s.append(time.perf_counter() - start)
+        if args.calls:
+            out["median_call_s"] = statistics.median(linfuse_s)
+            out["median_eager_s"] = statistics.median(eager_s)
     out["rel_err"] = float((got.float() - want).abs().max() / want.abs().max())
     out["peak_rss"] = peak_rss_bytes()
     out["torch"] = torch.__version__
@@ -141,6 +155,9 @@ def main() -> None:
     ap.add_argument("--inter", type=int, default=2816)
     ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     ap.add_argument("--m", type=int, default=16, help="rows of the input")
+    ap.add_argument("--calls", type=int, default=0,
+                    help="after the second call, time this many more, each beside an "
+                         "eager call, and report both medians")
     ap.add_argument("--paths", nargs="+", choices=["module", "backend"],
                     default=["module", "backend"])
     ap.add_argument("--weights", choices=["arguments", "constants"], default=None,
@@ -162,14 +179,14 @@ def main() -> None:
           + (f", {args.pretouch_gb:g} GB pre-touched" if args.pretouch_gb else ""))
     print()
     print("| path | layers | weights | compile | stages | first call | second call "
-          "| peak RSS | RSS growth | rel err |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| peak RSS | RSS growth | rel err |" + (" median call |" if args.calls else ""))
+    print("|---|---|---|---|---|---|---|---|---|---|" + ("---|" if args.calls else ""))
     for path in args.paths:
         for layers in args.layers:
             cmd = [sys.executable, __file__, "--child", "--path", path, "--layers",
                    str(layers), "--hidden", str(args.hidden), "--inter", str(args.inter),
                    "--dtype", args.dtype, "--m", str(args.m),
-                   "--pretouch-gb", str(args.pretouch_gb)]
+                   "--pretouch-gb", str(args.pretouch_gb), "--calls", str(args.calls)]
             if args.weights:
                 cmd += ["--weights", args.weights]
             print(f"[{path}, {layers} layers ...]", file=sys.stderr, flush=True)
@@ -186,7 +203,9 @@ def main() -> None:
                   f"| {r['second_call_s'] * 1e3:.1f} ms "
                   f"| {r['peak_rss'] / 1e9:.2f} GB ({r['peak_rss'] / w:.1f}×) "
                   f"| {(r['peak_rss'] - r['base_rss']) / 1e9:.2f} GB "
-                  f"({(r['peak_rss'] - r['base_rss']) / w:.1f}×) | {r['rel_err']:.1e} |",
+                  f"({(r['peak_rss'] - r['base_rss']) / w:.2f}×) | {r['rel_err']:.1e} |"
+                  + (f" {r['median_call_s'] * 1e3:.1f} ms, eager {r['median_eager_s'] * 1e3:.1f} ms |"
+                     if "median_call_s" in r else ""),
                   flush=True)
 
 
