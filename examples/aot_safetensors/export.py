@@ -32,8 +32,9 @@ class RMSNorm(torch.nn.Module):
 
 
 class MlpBlock(torch.nn.Module):
-    """x + down(silu(gate(norm(x))) * up(norm(x))): the merge (gate/up) and
-    the fold (the norm's gamma into gate and up) both happen at load."""
+    """x + down(silu(gate(norm(x))) * up(norm(x))): gate and up merge into
+    one GEMM; their merged weight is a view of the file's bytes at load
+    (adjacent there), and the norm's gamma stays a multiply."""
 
     def __init__(self, hidden=64, inter=172):
         super().__init__()

@@ -5,6 +5,7 @@ runtime's safetensors reader on bad files."""
 
 import ctypes
 import importlib.util
+import json
 import os
 import shutil
 import struct
@@ -65,6 +66,12 @@ def test_c_program_runs_the_library_on_safetensors_weights(tmp_path):
     assert "static inline int32_t linfuse_load_forward(forward_model *m, const char *path)" \
         in header
     assert '"gate.weight", "F32", 2, shape1' in header
+    # Gate and up, merged at load, are adjacent in the file: the packing
+    # function returns the merged weight as a view of the file's bytes.
+    with open(lib.weights, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        offsets = {k: v["data_offsets"] for k, v in json.loads(f.read(n)).items()}
+    assert offsets["up.weight"][0] == offsets["gate.weight"][1], offsets
 
     exe = _build_demo(out)
     deps = subprocess.run(["ldd", exe], capture_output=True, text=True).stdout
@@ -214,3 +221,38 @@ def test_runtime_refuses_a_header_longer_than_the_file(tmp_path):
     assert not rt.open(path)
     assert rt.message() == (f"{path}: not a safetensors file (header length "
                             f"{1 << 40}, file 10 bytes)")
+
+
+def test_weights_file_keeps_argument_order_and_reads_back(tmp_path):
+    """export_library's writer: argument order within each element size
+    (larger first, so every tensor is aligned to its element), readable by
+    the safetensors library with the same values."""
+    from safetensors.torch import load_file
+
+    from linfuse.torch.aot import write_safetensors
+
+    torch.manual_seed(0)
+    tensors = {
+        "z.first": torch.randn(3, 5, dtype=torch.bfloat16),       # odd bytes: 30
+        "b.second": torch.randn(7, dtype=torch.bfloat16),
+        "a.wide": torch.randn(2, 3),                              # f32, goes first
+        "q.int8": torch.randint(-128, 127, (5,), dtype=torch.int8),
+        "m.empty": torch.zeros(0, 4),
+        "c.f16": torch.randn(4, dtype=torch.float16),
+        "flag": torch.tensor([True, False, True]),
+    }
+    path = str(tmp_path / "w.safetensors")
+    write_safetensors(tensors, path)
+    back = load_file(path)
+    assert set(back) == set(tensors)
+    for name, t in tensors.items():
+        assert back[name].dtype == t.dtype and torch.equal(back[name], t), name
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        assert n % 8 == 0
+        header = json.loads(f.read(n))
+    order = sorted(header, key=lambda k: header[k]["data_offsets"][0])
+    assert order == ["a.wide", "m.empty", "z.first", "b.second", "c.f16", "q.int8", "flag"]
+    for name in order:
+        start, _ = header[name]["data_offsets"]
+        assert start % tensors[name].element_size() == 0, name

@@ -15,7 +15,11 @@ MLIR and no PyTorch loads it with liblinfuse_runtime.so:
 
 (`examples/aot_safetensors/` is a complete program.) The packed layout
 (merged Q/K/V, gate/up, folded products) is computed at load by
-`<fn>__pack`, from the file's tensors read in place.
+`<fn>__pack`, from the file's tensors read in place. The file lists the
+tensors in argument order (within each element size), so the weights of a
+merge group, consecutive arguments in a model's usual layout (gate, up;
+q, k, v), lie one after the other and the packing function returns their
+merged weight as a view of the file's bytes instead of a copy.
 """
 
 from __future__ import annotations
@@ -64,6 +68,47 @@ def _linfuse_compile() -> str:
                         "(build/bin/linfuse-compile)")
 
 
+#: safetensors' names of the dtypes a model's tensors have.
+_SAFETENSORS_DTYPES = {
+    torch.float64: "F64", torch.float32: "F32", torch.float16: "F16",
+    torch.bfloat16: "BF16", torch.int64: "I64", torch.int32: "I32",
+    torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8", torch.bool: "BOOL",
+}
+
+
+def write_safetensors(tensors: dict, path: str) -> None:
+    """Writes `tensors` (name -> contiguous CPU tensor) as a safetensors
+    file whose data lists them in the dict's order within each element
+    size, larger elements first: every tensor stays aligned to its element
+    (what safetensors' own writer gets by sorting by name within each
+    size), and consecutive tensors of one size stay consecutive, so the
+    parts of a merged weight are adjacent in the file. The format is
+    safetensors' (little-endian u64 header length, a JSON header padded
+    to 8 bytes, the data with no holes); the `safetensors` library and
+    liblinfuse_runtime read it."""
+    import json
+
+    order = sorted(tensors, key=lambda n: -tensors[n].element_size())  # stable
+    header, offset = {}, 0
+    for name in order:
+        t = tensors[name]
+        if t.dtype not in _SAFETENSORS_DTYPES:
+            raise linfuse.Error(f"weight '{name}': dtype {t.dtype} has no safetensors name")
+        size = t.numel() * t.element_size()
+        header[name] = {"dtype": _SAFETENSORS_DTYPES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + size]}
+        offset += size
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        for name in order:
+            t = tensors[name].contiguous()
+            if t.numel():
+                f.write(t.reshape(-1).view(torch.uint8).numpy().data)
+
+
 def export_library(model: torch.nn.Module, example_inputs: Sequence[Any], directory: str,
                    name: str = "model", *, example_kwargs: dict | None = None,
                    dynamic_shapes=None, target: str = "cpu", optimize: bool = True,
@@ -76,7 +121,6 @@ def export_library(model: torch.nn.Module, example_inputs: Sequence[Any], direct
     (`linfuse-compile --mcpu`: "native" for this machine, which also makes
     the results bit-identical to the JIT's; default the target's generic
     CPU, portable)."""
-    from safetensors.torch import save_file
     from . import export_and_import
 
     os.makedirs(directory, exist_ok=True)
@@ -112,7 +156,7 @@ def export_library(model: torch.nn.Module, example_inputs: Sequence[Any], direct
         seen.add(key)
         tensors[target_name] = t
     weights = os.path.join(directory, f"{name}.safetensors")
-    save_file(tensors, weights)
+    write_safetensors(tensors, weights)
     header = os.path.join(directory, f"lib{name}.h")
     with open(header) as f:
         pack = f"{imported.func_name}__pack"
