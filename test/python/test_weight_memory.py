@@ -67,6 +67,13 @@ def test_gate_and_up_share_one_buffer_the_merged_gemm_reads(path):
     assert isinstance(gate, nn.Parameter) and gate.shape == (96, 64)
     with torch.no_grad():
         assert torch.equal(model(x), want)
+    # Each keeps a storage of its own (savers that refuse tensors sharing
+    # one, as safetensors does, still take the model).
+    assert gate.untyped_storage().nbytes() == gate.numel() * gate.element_size()
+    assert gate.untyped_storage().data_ptr() != up.untyped_storage().data_ptr()
+    from safetensors.torch import load, save
+    saved = load(save({k: v.detach() for k, v in model.state_dict().items()}))
+    assert torch.equal(saved["up.weight"], up.detach())
 
     # The merged GEMM reads the parameters themselves: scaling up's rows
     # behind the version counter's back shows in the compiled result. (One

@@ -106,7 +106,7 @@ def _placeable(tensors: list[torch.Tensor]) -> bool:
     return (len({id(t) for t in tensors}) == len(tensors) and
             all(isinstance(t, torch.Tensor) and t.is_cpu and t.layout == torch.strided
                 and t.dtype == tensors[0].dtype and t.is_contiguous()
-                and t._base is None and t.storage_offset() == 0
+                and t._base is None and t.storage_offset() == 0 and t.numel() > 0
                 and t.untyped_storage().nbytes() == t.numel() * t.element_size()
                 for t in tensors))
 
@@ -120,14 +120,15 @@ def _adjacent(tensors: list[torch.Tensor]) -> bool:
 def place_merged_weights(function: "linfuse.Function", weights: list) -> int:
     """Puts the weights of each group that `function`'s packing concatenates
     (`concatenated_weights`: gate and up, Q/K/V) one after the other in one
-    new buffer, so that packing views them as the merged weight instead of
-    copying them: memory stays one copy of the weights. Each tensor keeps
-    its values, shape and identity; its storage becomes a slice of the
-    group's buffer (`tensor.data = ...`), and the old storage is freed one
-    tensor at a time, so at most one group is held twice. Groups whose
-    tensors are views, on a GPU, or already adjacent are left as they are,
-    and so is everything with $LINFUSE_SHARE_WEIGHTS=0. Returns the bytes
-    moved."""
+    new block of memory, so that packing views them as the merged weight
+    instead of copying them: memory stays one copy of the weights. Each
+    tensor keeps its values, shape and identity; its storage becomes its own
+    slice of the block (`tensor.data = ...`; one storage per tensor, so
+    `state_dict()` savers that refuse shared storages still work), and the
+    old storage is freed one tensor at a time, so at most one group is held
+    twice. Groups whose tensors are views, on a GPU, or already adjacent are
+    left as they are, and so is everything with $LINFUSE_SHARE_WEIGHTS=0.
+    Returns the bytes moved."""
     if os.environ.get("LINFUSE_SHARE_WEIGHTS", "1") == "0":
         return 0
     moved, seen = 0, set()
@@ -138,17 +139,19 @@ def place_merged_weights(function: "linfuse.Function", weights: list) -> int:
         seen.update(id(t) for t in tensors)
         if _adjacent(tensors):
             continue
-        # A normal tensor even under inference_mode: the parameters must
-        # stay usable (and writable) outside it.
+        # One block, a storage per tensor over its part (torch.frombuffer
+        # keeps the block alive); normal tensors even under inference_mode,
+        # so the parameters stay usable and writable outside it.
+        block = bytearray(sum(t.numel() * t.element_size() for t in tensors))
+        offset = 0
         with torch.inference_mode(False), torch.no_grad():
-            buffer = torch.empty(sum(t.numel() for t in tensors), dtype=tensors[0].dtype)
-            offset = 0
             for t in tensors:
-                part = buffer[offset:offset + t.numel()].view(t.shape)
+                part = torch.frombuffer(block, dtype=t.dtype, count=t.numel(),
+                                        offset=offset).view(t.shape)
                 part.copy_(t)
                 t.data = part
-                offset += t.numel()
-        moved += buffer.numel() * buffer.element_size()
+                offset += t.numel() * t.element_size()
+        moved += len(block)
     return moved
 
 
