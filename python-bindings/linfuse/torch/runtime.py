@@ -14,6 +14,7 @@ GEMM's output is sliced).
 from __future__ import annotations
 
 import itertools
+import mmap
 import os
 import time
 
@@ -141,8 +142,11 @@ def place_merged_weights(function: "linfuse.Function", weights: list) -> int:
             continue
         # One block, a storage per tensor over its part (torch.frombuffer
         # keeps the block alive); normal tensors even under inference_mode,
-        # so the parameters stay usable and writable outside it.
-        block = bytearray(sum(t.numel() * t.element_size() for t in tensors))
+        # so the parameters stay usable and writable outside it. An
+        # anonymous mapping, not a bytearray: its pages are touched only as
+        # the copies fill them, while the old storages are freed one by one
+        # (a bytearray's zero fill would hold the whole group twice).
+        block = mmap.mmap(-1, sum(t.numel() * t.element_size() for t in tensors))
         offset = 0
         with torch.inference_mode(False), torch.no_grad():
             for t in tensors:
