@@ -144,6 +144,35 @@ def test_weights_that_are_views_stay_where_they_are():
     assert model.both.data_ptr() == ptr
 
 
+class BufferWeights(nn.Module):
+    """Gate and up weights as buffers, not parameters: left where they are
+    (only parameters move), merged by a copy."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("wg", torch.randn(96, 64))
+        self.register_buffer("wu", torch.randn(96, 64))
+
+    def forward(self, x):
+        return nn.functional.silu(x @ self.wg.t()) * (x @ self.wu.t())
+
+
+@pytest.mark.parametrize("path", ["module", "backend"])
+def test_buffers_are_not_moved(path):
+    torch.manual_seed(0)
+    model = BufferWeights().eval()
+    ptrs = (model.wg.data_ptr(), model.wu.data_ptr())
+    x = torch.randn(3, 64)
+    with torch.no_grad():
+        want = model(x)
+        compiled = _compile(model, x, path)
+        got = compiled(x)
+    assert rel_err(got, want) < 1e-6
+    assert (model.wg.data_ptr(), model.wu.data_ptr()) == ptrs
+    if path == "module":
+        assert len(compiled.report.merges) == 1
+
+
 def test_concatenated_weights_lists_the_merge_groups():
     ir = """
 func.func @f(%x: tensor<?x8xf32>, %a: tensor<4x8xf32> {linfuse.weight}, %b: tensor<6x8xf32> {linfuse.weight}) -> (tensor<?x4xf32>, tensor<?x6xf32>) {

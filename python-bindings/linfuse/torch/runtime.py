@@ -101,11 +101,14 @@ def _shape_only(module: torch.fx.GraphModule) -> torch.fx.GraphModule:
 
 
 def _placeable(tensors: list[torch.Tensor]) -> bool:
-    """Whether these tensors can share one new buffer: distinct CPU tensors
-    of one dtype, each the only tensor over its whole storage (not a view:
-    replacing its storage then frees the old one)."""
+    """Whether these tensors can move into one new block: distinct CPU
+    parameters of one dtype, each over its whole storage (not a view:
+    replacing its storage then frees the old one). Parameters only: another
+    tensor may be an alias of the model's (a detached one shares its
+    storage and version counter), and moving the alias would leave the
+    model's tensor behind, its later updates unseen."""
     return (len({id(t) for t in tensors}) == len(tensors) and
-            all(isinstance(t, torch.Tensor) and t.is_cpu and t.layout == torch.strided
+            all(isinstance(t, torch.nn.Parameter) and t.is_cpu and t.layout == torch.strided
                 and t.dtype == tensors[0].dtype and t.is_contiguous()
                 and t._base is None and t.storage_offset() == 0 and t.numel() > 0
                 and t.untyped_storage().nbytes() == t.numel() * t.element_size()
@@ -127,8 +130,10 @@ def place_merged_weights(function: "linfuse.Function", weights: list) -> int:
     slice of the block (`tensor.data = ...`; one storage per tensor, so
     `state_dict()` savers that refuse shared storages still work), and the
     old storage is freed one tensor at a time, so at most one group is held
-    twice. Groups whose tensors are views, on a GPU, or already adjacent are
-    left as they are, and so is everything with $LINFUSE_SHARE_WEIGHTS=0.
+    twice. Groups with a tensor that is not an `nn.Parameter` (a buffer, or
+    an alias of one), a view, on a GPU, or already adjacent are left as
+    they are (packing then copies), and so is everything with
+    $LINFUSE_SHARE_WEIGHTS=0.
     Returns the bytes moved."""
     if os.environ.get("LINFUSE_SHARE_WEIGHTS", "1") == "0":
         return 0
