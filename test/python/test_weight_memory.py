@@ -207,3 +207,60 @@ func.func @f(%x: tensor<?x8xf32>, %a: tensor<4x8xf32> {linfuse.weight}, %b: tens
     fn.load_weights(a2, b2)
     b2 *= 0.5  # a separate array: the merged weight is a copy of it
     np.testing.assert_allclose(fn(x)[1], x @ (2 * b2).T, rtol=1e-5, atol=1e-5)
+
+
+def _merged_projections_ir(rows: list[int], k: int, ty: str) -> str:
+    """@f(x, w0, w1, ...): x·wiᵀ for each weight [rows[i], k] (merged into
+    one GEMM over their row concatenation)."""
+    maps = ("indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, "
+            "affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>]")
+    args = ", ".join(f"%w{i}: tensor<{n}x{k}x{ty}> {{linfuse.weight}}" for i, n in enumerate(rows))
+    results = ", ".join(f"tensor<?x{n}x{ty}>" for n in rows)
+    body = [f"  %c0 = arith.constant 0 : index",
+            f"  %z = arith.constant 0.0 : {ty}",
+            f"  %m = tensor.dim %x, %c0 : tensor<?x{k}x{ty}>"]
+    outs = []
+    for i, n in enumerate(rows):
+        body += [f"  %e{i} = tensor.empty(%m) : tensor<?x{n}x{ty}>",
+                 f"  %f{i} = linalg.fill ins(%z : {ty}) outs(%e{i} : tensor<?x{n}x{ty}>) -> tensor<?x{n}x{ty}>",
+                 f"  %y{i} = linalg.matmul {maps} ins(%x, %w{i} : tensor<?x{k}x{ty}>, "
+                 f"tensor<{n}x{k}x{ty}>) outs(%f{i} : tensor<?x{n}x{ty}>) -> tensor<?x{n}x{ty}>"]
+        outs.append(f"%y{i}")
+    return (f"func.func @f(%x: tensor<?x{k}x{ty}>, {args}) -> ({results}) {{\n"
+            + "\n".join(body) + f"\n  return {', '.join(outs)} : {results}\n}}")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_adjacent_and_scattered_weights_give_the_same_results(seed):
+    """Random groups of 2-4 weights (f32), laid out adjacent in one array
+    (at a random offset in it), adjacent in the wrong order, or apart: the
+    merged GEMM's results are x·wᵀ every time, and a write into an adjacent
+    layout (one row, plain layout) shows only where the packed weight is
+    the view."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    rows = [int(r) for r in rng.integers(1, 40, size=int(rng.integers(2, 5)))]
+    k = int(rng.integers(1, 48))
+    fn = linfuse.compile(_merged_projections_ir(rows, k, "f32")).f
+    assert fn.concatenated_weights == [list(range(len(rows)))]
+    x = rng.standard_normal((1, k), dtype=np.float32)
+    lead = int(rng.integers(0, 5))
+    total = sum(rows)
+    for layout in ["adjacent", "reversed", "apart"]:
+        block = rng.standard_normal((lead + total, k), dtype=np.float32)
+        starts = np.cumsum([lead] + rows[:-1])
+        if layout == "reversed":
+            starts = lead + total - np.cumsum(rows)
+        ws = [block[s:s + n] for s, n in zip(starts, rows)]
+        if layout == "apart":
+            ws = [w.copy() for w in ws]
+        fn.load_weights(*ws)
+        got = fn(x)
+        for y, w in zip(got, ws):
+            np.testing.assert_allclose(y, x @ w.T, rtol=1e-5, atol=1e-5)
+        before = [w.copy() for w in ws]
+        ws[-1] *= 3.0
+        seen = fn(x)[-1]
+        view = layout == "adjacent"
+        np.testing.assert_allclose(seen, x @ (ws[-1] if view else before[-1]).T,
+                                   rtol=1e-5, atol=1e-5)
