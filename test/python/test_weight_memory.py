@@ -173,6 +173,18 @@ def test_buffers_are_not_moved(path):
         assert len(compiled.report.merges) == 1
 
 
+def test_parameters_in_shared_memory_stay_there():
+    torch.manual_seed(0)
+    model = NormGateUp().eval().share_memory()
+    x = torch.randn(3, 64)
+    with torch.no_grad():
+        want = model(x)
+        compiled = _compile(model, x, "module")
+        got = compiled(x)
+    assert rel_err(got, want) < 1e-6
+    assert model.gate.weight.is_shared() and model.up.weight.is_shared()
+
+
 def test_concatenated_weights_lists_the_merge_groups():
     ir = """
 func.func @f(%x: tensor<?x8xf32>, %a: tensor<4x8xf32> {linfuse.weight}, %b: tensor<6x8xf32> {linfuse.weight}) -> (tensor<?x4xf32>, tensor<?x6xf32>) {

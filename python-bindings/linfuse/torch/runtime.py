@@ -103,7 +103,8 @@ def _shape_only(module: torch.fx.GraphModule) -> torch.fx.GraphModule:
 def _placeable(tensors: list[torch.Tensor]) -> bool:
     """Whether these tensors can move into one new block: distinct CPU
     parameters of one dtype, each over its whole storage (not a view:
-    replacing its storage then frees the old one). Parameters only: another
+    replacing its storage then frees the old one), and not in shared or
+    pinned memory (where the caller put them on purpose). Parameters only: another
     tensor may be an alias of the model's (a detached one shares its
     storage and version counter), and moving the alias would leave the
     model's tensor behind, its later updates unseen."""
@@ -111,6 +112,7 @@ def _placeable(tensors: list[torch.Tensor]) -> bool:
             all(isinstance(t, torch.nn.Parameter) and t.is_cpu and t.layout == torch.strided
                 and t.dtype == tensors[0].dtype and t.is_contiguous()
                 and t._base is None and t.storage_offset() == 0 and t.numel() > 0
+                and not t.is_shared() and not t.is_pinned()
                 and t.untyped_storage().nbytes() == t.numel() * t.element_size()
                 for t in tensors))
 
