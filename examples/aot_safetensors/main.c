@@ -50,6 +50,11 @@ int main(int argc, char **argv) {
   snprintf(path, sizeof path, "%s/mlp.safetensors", argv[1]);
   if (linfuse_load_forward(&model, path) != LINFUSE_OK)
     return fail("loading the model");
+  /* Gate and up (w1, w2) are adjacent in the file: their merged weight
+   * (packed result 0) is a view of the mapped file, not a copy. */
+  printf("mlp_demo: merged gate/up weight: %s\n",
+         model.packed.r0.aligned == model.w1.aligned ? "read in place"
+                                                     : "a copy");
 
   /* Inputs and references come from safetensors files too. */
   static const int64_t anyRows[] = {-1, 64};

@@ -83,6 +83,7 @@ def test_c_program_runs_the_library_on_safetensors_weights(tmp_path):
     # Generated for this CPU (mcpu=native), as the JIT's code is: the same
     # floating-point operations, the same results.
     assert "5x64 result; max |aot - jit| = 0," in p.stdout, p.stdout
+    assert "merged gate/up weight: read in place" in p.stdout, p.stdout
 
 
 def test_c_program_reports_a_weight_file_that_does_not_fit(tmp_path):
