@@ -51,24 +51,10 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def child(args) -> dict:
+def llama_mlp_stack(layers: int, hidden: int, inter: int, dtype):
+    """`layers` LLaMA MLP blocks, x = x + down(silu(gate(rms(x))) * up(rms(x))),
+    RMSNorm with a learned gamma, no biases, in eval mode (random weights)."""
     import torch
-
-    import linfuse.torch as lt
-
-    torch.manual_seed(0)
-    dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
-    if args.pretouch_gb:
-        # On a VM whose memory the host backs lazily (Firecracker here), the
-        # first touch of a page the guest never used costs ~8 s/GB, against
-        # ~0.2 s/GB for one it used before: that would be measured instead
-        # of linfuse. Touch as much memory as the run will need, free it,
-        # and reset the peak RSS.
-        block = torch.ones(int(args.pretouch_gb * 2**30), dtype=torch.uint8)
-        del block
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    base = rss_bytes()
 
     class RMSNorm(torch.nn.Module):
         def __init__(self, n):
@@ -103,7 +89,30 @@ def child(args) -> dict:
             return x
 
     with torch.no_grad():
-        model = Stack(args.layers, args.hidden, args.inter).eval()
+        return Stack(layers, hidden, inter).eval()
+
+
+def child(args) -> dict:
+    import torch
+
+    import linfuse.torch as lt
+
+    torch.manual_seed(0)
+    dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
+    if args.pretouch_gb:
+        # On a VM whose memory the host backs lazily (Firecracker here), the
+        # first touch of a page the guest never used costs ~8 s/GB, against
+        # ~0.2 s/GB for one it used before: that would be measured instead
+        # of linfuse. Touch as much memory as the run will need, free it,
+        # and reset the peak RSS.
+        block = torch.ones(int(args.pretouch_gb * 2**30), dtype=torch.uint8)
+        del block
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    base = rss_bytes()
+
+    with torch.no_grad():
+        model = llama_mlp_stack(args.layers, args.hidden, args.inter, dtype)
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     x = torch.randn(args.m, args.hidden, dtype=dtype)
     with torch.no_grad():
