@@ -12,6 +12,7 @@
 #define LINFUSE_LIB_RUNTIME_ONEDNNCOMMON_H
 
 #include "OneDnnGemm.h"
+#include "RuntimeInternal.h"
 
 #include <dlfcn.h>
 
@@ -214,8 +215,16 @@ public:
       if (same(c.desc, packed))
         return c.memory;
     Memory memory = make();
-    if (memory)
+    if (memory) {
       copies.push_back({packed, memory});
+      // The copy is what GEMMs at M > 1 read now: the source's pages, where
+      // they are a mapped weights file's, can leave memory (a one-row GEMM
+      // maps them again). Packed weights are single matrices (batch 1).
+      int64_t span = 1 + (layout.dims[1] - 1) * layout.strides[1] +
+                     (layout.dims[2] - 1) * layout.strides[2];
+      if (layout.dims[0] == 1 && layout.dims[1] > 0 && layout.dims[2] > 0)
+        releaseMappedPages(data, size_t(span * dtypeBytes(type)));
+    }
     return memory;
   }
 

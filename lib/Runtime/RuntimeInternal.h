@@ -33,6 +33,14 @@ inline bool keepsWeightCopies() {
   return on;
 }
 
+/// Called once a weight is read from a copy of its own (oneDNN's reordered
+/// layout): where its `bytes` at `data` lie in a weights file mapped by
+/// linfuse_weights_open, the whole pages among them leave this process's
+/// memory (madvise MADV_DONTNEED). The mapping is read-only and private, so
+/// a later read (a one-row GEMM, which reads the plain layout, or another
+/// reorder) maps them again from the file, unchanged. Elsewhere: nothing.
+void releaseMappedPages(const void *data, size_t bytes);
+
 /// Formats a one-line message, records it with `status` as the process's
 /// error (if no earlier error is pending) and returns `status`, so that
 /// entry points can `return fail(...)`.

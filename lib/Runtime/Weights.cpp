@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -103,6 +104,41 @@ bool parseHeader(const char *text, size_t length, size_t dataBytes,
 
 } // namespace
 
+namespace {
+/// The open weights files' mappings (start, bytes), for releaseMappedPages.
+std::mutex mappingsMutex;
+std::vector<std::pair<const char *, size_t>> openMappings;
+
+void registerMapping(void *mapping, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mappingsMutex);
+  openMappings.push_back({static_cast<const char *>(mapping), bytes});
+}
+
+void unregisterMapping(void *mapping) {
+  std::lock_guard<std::mutex> lock(mappingsMutex);
+  openMappings.erase(
+      std::remove_if(openMappings.begin(), openMappings.end(),
+                     [&](const auto &m) { return m.first == mapping; }),
+      openMappings.end());
+}
+} // namespace
+
+void linfuse::runtime::releaseMappedPages(const void *data, size_t bytes) {
+  const char *p = static_cast<const char *>(data);
+  uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  std::lock_guard<std::mutex> lock(mappingsMutex);
+  for (auto [base, size] : openMappings) {
+    if (p < base || p >= base + size || bytes > size_t(base + size - p))
+      continue;
+    // Whole pages only: the ones at either end may hold other tensors.
+    uintptr_t start = (uintptr_t(p) + page - 1) / page * page;
+    uintptr_t end = (uintptr_t(p) + bytes) / page * page;
+    if (end > start)
+      madvise(reinterpret_cast<void *>(start), end - start, MADV_DONTNEED);
+    return;
+  }
+}
+
 struct linfuse_weights {
   std::string path;
   void *mapping = nullptr;
@@ -116,8 +152,10 @@ struct linfuse_weights {
       copies;
 
   ~linfuse_weights() {
-    if (mapping)
+    if (mapping) {
+      unregisterMapping(mapping);
       munmap(mapping, mappedBytes);
+    }
   }
 };
 
@@ -152,6 +190,7 @@ linfuse_weights *linfuse_weights_open(const char *path) {
   w->path = path;
   w->mapping = mapping;
   w->mappedBytes = size;
+  registerMapping(mapping, size);
   const auto *bytes = static_cast<const unsigned char *>(mapping);
   uint64_t headerBytes = 0;
   for (int i = 7; i >= 0; --i)

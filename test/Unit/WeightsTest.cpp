@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <unistd.h>
@@ -177,6 +178,92 @@ TEST(Weights, RefusesMalformedFiles) {
   EXPECT_EQ(lastMessage(),
             "/nonexistent/w.safetensors: No such file or directory");
   linfuse_clear_error();
+}
+
+/// Resident kB of this process's mapping that holds `p` (/proc/self/smaps),
+/// or -1 if none does.
+long residentKb(const void *p) {
+  FILE *f = std::fopen("/proc/self/smaps", "r");
+  if (!f)
+    return -1;
+  char line[512];
+  bool inside = false;
+  long kb = -1;
+  uintptr_t address = reinterpret_cast<uintptr_t>(p);
+  while (std::fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
+      inside = address >= lo && address < hi;
+      continue;
+    }
+    if (inside && std::strncmp(line, "Rss:", 4) == 0) {
+      kb = std::strtol(line + 4, nullptr, 10);
+      break;
+    }
+  }
+  std::fclose(f);
+  return kb;
+}
+
+/// A weight bound in place from a file and reordered by oneDNN for a GEMM
+/// with several rows (LINFUSE_GEMM_CONSTANT_B): its pages leave the process
+/// (the reordered copy is read from then on), and a one-row GEMM, which
+/// reads the plain layout, maps them again and gets the right values.
+TEST(Weights, ReorderedWeightsPagesLeaveMemoryAndComeBack) {
+  const int64_t n = 256, k = 1024;
+  std::vector<float> values(n * k);
+  for (int64_t i = 0; i < n * k; ++i)
+    values[i] = float((i * 7) % 17 - 8) / 8.0f;
+  std::string header =
+      R"({"w":{"dtype":"F32","shape":[256,1024],"data_offsets":[0,1048576]}})";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  TempFile file(safetensors(header, floats(values)));
+  linfuse_weights *w = linfuse_weights_open(file.path.c_str());
+  ASSERT_NE(w, nullptr) << lastMessage();
+  Descriptor2 b;
+  const int64_t shape[] = {n, k};
+  ASSERT_EQ(LINFUSE_OK, linfuse_weights_bind(w, "w", "F32", 2, shape, &b));
+  float touched = 0; // map every page
+  for (int64_t i = 0; i < n * k; i += 1024)
+    touched += static_cast<const float *>(b.aligned)[i];
+  EXPECT_NE(touched, 12345.0f);
+  EXPECT_GE(residentKb(b.aligned), 1000);
+
+  auto gemm = [&](int64_t m) {
+    std::vector<float> a(m * k), c(m * n, -1.0f);
+    for (int64_t i = 0; i < m * k; ++i)
+      a[i] = float(i % 5) - 2.0f;
+    Descriptor2 ad{a.data(), a.data(), 0, {m, k}, {k, 1}};
+    Descriptor2 cd{c.data(), c.data(), 0, {m, n}, {n, 1}};
+    int32_t flags = LINFUSE_GEMM_TRANSPOSE_B | LINFUSE_GEMM_CONSTANT_B;
+    EXPECT_EQ(LINFUSE_OK,
+              linfuse_cpu_gemm(2, &ad, 2, &b, 2, &cd, 2, &cd, LINFUSE_F32,
+                               LINFUSE_F32, flags, 0, 1.0f, 0.0f))
+        << lastMessage();
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double want = 0;
+        for (int64_t l = 0; l < k; ++l)
+          want += double(a[i * k + l]) * values[j * k + l];
+        ASSERT_NEAR(c[i * n + j], want, 1e-3) << "row " << i << " col " << j;
+      }
+  };
+  linfuse_runtime_stats before, after;
+  linfuse_get_stats(&before);
+  gemm(16);
+  linfuse_get_stats(&after);
+  const char *reorder = std::getenv("LINFUSE_REORDER_WEIGHTS");
+  bool reordered = !(reorder && std::string(reorder) == "0") &&
+                   after.fallback_gemm_calls == before.fallback_gemm_calls;
+  if (reordered)
+    EXPECT_LT(residentKb(b.aligned), 64) << "the plain pages stayed";
+  else
+    EXPECT_GE(residentKb(b.aligned), 1000) << "pages left without a copy";
+  gemm(16); // the reordered copy
+  gemm(1);  // the plain layout, mapped again from the file
+  EXPECT_GE(residentKb(b.aligned), 1000);
+  linfuse_cpu_release_packed_weights();
+  linfuse_weights_close(w);
 }
 
 } // namespace
