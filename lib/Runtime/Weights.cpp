@@ -102,9 +102,6 @@ bool parseHeader(const char *text, size_t length, size_t dataBytes,
   return true;
 }
 
-} // namespace
-
-namespace {
 /// The open weights files' mappings (start, bytes), for releaseMappedPages.
 std::mutex mappingsMutex;
 std::vector<std::pair<const char *, size_t>> openMappings;

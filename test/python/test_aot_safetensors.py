@@ -242,6 +242,11 @@ def test_weights_file_keeps_argument_order_and_reads_back(tmp_path):
         "c.f16": torch.randn(4, dtype=torch.float16),
         "flag": torch.tensor([True, False, True]),
     }
+    # A view with a storage offset, and one tensor under two names (tied
+    # weights): written from their bytes, no copy needed.
+    wide = torch.randn(4, 6)
+    tensors["v.slice"] = wide[2:]
+    tensors["v.tied"] = tensors["a.wide"]
     path = str(tmp_path / "w.safetensors")
     write_safetensors(tensors, path)
     back = load_file(path)
@@ -253,7 +258,8 @@ def test_weights_file_keeps_argument_order_and_reads_back(tmp_path):
         assert n % 8 == 0
         header = json.loads(f.read(n))
     order = sorted(header, key=lambda k: header[k]["data_offsets"][0])
-    assert order == ["a.wide", "m.empty", "z.first", "b.second", "c.f16", "q.int8", "flag"]
+    assert order == ["a.wide", "m.empty", "v.slice", "v.tied", "z.first", "b.second",
+                     "c.f16", "q.int8", "flag"]
     for name in order:
         start, _ = header[name]["data_offsets"]
         assert start % tensors[name].element_size() == 0, name

@@ -41,6 +41,17 @@ def _compile(model, x, path):
     return torch.compile(model, backend=lt.backend(fallback="eager"), dynamic=True)
 
 
+def _compile_and_check(model, x, path="module"):
+    """`model` compiled by `path`, after checking its result on `x` against
+    eager."""
+    with torch.no_grad():
+        want = model(x)
+        compiled = _compile(model, x, path)
+        got = compiled(x)
+    assert rel_err(got, want) < 1e-6
+    return compiled
+
+
 def _write_bypassing_version(t: torch.Tensor, factor: float):
     """Scales `t` in place without moving its version counter, so packing
     does not run again."""
@@ -135,12 +146,7 @@ def test_weights_that_are_views_stay_where_they_are():
     torch.manual_seed(0)
     model = TiedViews().eval()
     ptr = model.both.data_ptr()
-    x = torch.randn(3, 64)
-    with torch.no_grad():
-        want = model(x)
-        compiled = _compile(model, x, "module")
-        got = compiled(x)
-    assert rel_err(got, want) < 1e-6
+    _compile_and_check(model, torch.randn(3, 64))
     assert model.both.data_ptr() == ptr
 
 
@@ -162,12 +168,7 @@ def test_buffers_are_not_moved(path):
     torch.manual_seed(0)
     model = BufferWeights().eval()
     ptrs = (model.wg.data_ptr(), model.wu.data_ptr())
-    x = torch.randn(3, 64)
-    with torch.no_grad():
-        want = model(x)
-        compiled = _compile(model, x, path)
-        got = compiled(x)
-    assert rel_err(got, want) < 1e-6
+    compiled = _compile_and_check(model, torch.randn(3, 64), path)
     assert (model.wg.data_ptr(), model.wu.data_ptr()) == ptrs
     if path == "module":
         assert len(compiled.report.merges) == 1
@@ -176,49 +177,8 @@ def test_buffers_are_not_moved(path):
 def test_parameters_in_shared_memory_stay_there():
     torch.manual_seed(0)
     model = NormGateUp().eval().share_memory()
-    x = torch.randn(3, 64)
-    with torch.no_grad():
-        want = model(x)
-        compiled = _compile(model, x, "module")
-        got = compiled(x)
-    assert rel_err(got, want) < 1e-6
+    _compile_and_check(model, torch.randn(3, 64))
     assert model.gate.weight.is_shared() and model.up.weight.is_shared()
-
-
-def test_concatenated_weights_lists_the_merge_groups():
-    ir = """
-func.func @f(%x: tensor<?x8xf32>, %a: tensor<4x8xf32> {linfuse.weight}, %b: tensor<6x8xf32> {linfuse.weight}) -> (tensor<?x4xf32>, tensor<?x6xf32>) {
-  %c0 = arith.constant 0 : index
-  %z = arith.constant 0.0 : f32
-  %m = tensor.dim %x, %c0 : tensor<?x8xf32>
-  %e4 = tensor.empty(%m) : tensor<?x4xf32>
-  %f4 = linalg.fill ins(%z : f32) outs(%e4 : tensor<?x4xf32>) -> tensor<?x4xf32>
-  %e6 = tensor.empty(%m) : tensor<?x6xf32>
-  %f6 = linalg.fill ins(%z : f32) outs(%e6 : tensor<?x6xf32>) -> tensor<?x6xf32>
-  %ya = linalg.matmul indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>] ins(%x, %a : tensor<?x8xf32>, tensor<4x8xf32>) outs(%f4 : tensor<?x4xf32>) -> tensor<?x4xf32>
-  %yb = linalg.matmul indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>] ins(%x, %b : tensor<?x8xf32>, tensor<6x8xf32>) outs(%f6 : tensor<?x6xf32>) -> tensor<?x6xf32>
-  return %ya, %yb : tensor<?x4xf32>, tensor<?x6xf32>
-}"""
-    fn = linfuse.compile(ir).f
-    assert fn.concatenated_weights == [[0, 1]]
-    import numpy as np
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((1, 8), dtype=np.float32)  # one row: see above
-    # Adjacent (one array, two views) and apart: the same results.
-    both = rng.standard_normal((10, 8), dtype=np.float32)
-    a, b = both[:4], both[4:]
-    fn.load_weights(a, b)
-    ya, yb = fn(x)
-    np.testing.assert_allclose(ya, x @ a.T, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(yb, x @ b.T, rtol=1e-5, atol=1e-5)
-    # The view reads the caller's array: a write shows (load_weights says
-    # the arrays must not change; here that is the point).
-    both[4:] *= 2
-    np.testing.assert_allclose(fn(x)[1], x @ b.T, rtol=1e-5, atol=1e-5)
-    a2, b2 = a.copy(), b.copy()
-    fn.load_weights(a2, b2)
-    b2 *= 0.5  # a separate array: the merged weight is a copy of it
-    np.testing.assert_allclose(fn(x)[1], x @ (2 * b2).T, rtol=1e-5, atol=1e-5)
 
 
 def _merged_projections_ir(rows: list[int], k: int, ty: str) -> str:
@@ -240,6 +200,30 @@ def _merged_projections_ir(rows: list[int], k: int, ty: str) -> str:
         outs.append(f"%y{i}")
     return (f"func.func @f(%x: tensor<?x{k}x{ty}>, {args}) -> ({results}) {{\n"
             + "\n".join(body) + f"\n  return {', '.join(outs)} : {results}\n}}")
+
+
+def test_concatenated_weights_lists_the_merge_groups():
+    ir = _merged_projections_ir([4, 6], 8, "f32")
+    fn = linfuse.compile(ir).f
+    assert fn.concatenated_weights == [[0, 1]]
+    import numpy as np
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 8), dtype=np.float32)  # one row: see above
+    # Adjacent (one array, two views) and apart: the same results.
+    both = rng.standard_normal((10, 8), dtype=np.float32)
+    a, b = both[:4], both[4:]
+    fn.load_weights(a, b)
+    ya, yb = fn(x)
+    np.testing.assert_allclose(ya, x @ a.T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(yb, x @ b.T, rtol=1e-5, atol=1e-5)
+    # The view reads the caller's array: a write shows (load_weights says
+    # the arrays must not change; here that is the point).
+    both[4:] *= 2
+    np.testing.assert_allclose(fn(x)[1], x @ b.T, rtol=1e-5, atol=1e-5)
+    a2, b2 = a.copy(), b.copy()
+    fn.load_weights(a2, b2)
+    b2 *= 0.5  # a separate array: the merged weight is a copy of it
+    np.testing.assert_allclose(fn(x)[1], x @ (2 * b2).T, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -104,9 +104,8 @@ def write_safetensors(tensors: dict, path: str) -> None:
         f.write(len(text).to_bytes(8, "little"))
         f.write(text)
         for name in order:
-            t = tensors[name].contiguous()
-            if t.numel():
-                f.write(t.reshape(-1).view(torch.uint8).numpy().data)
+            if tensors[name].numel():
+                f.write(tensors[name].reshape(-1).view(torch.uint8).numpy().data)
 
 
 def export_library(model: torch.nn.Module, example_inputs: Sequence[Any], directory: str,
@@ -141,20 +140,13 @@ def export_library(model: torch.nn.Module, example_inputs: Sequence[Any], direct
         first = (p.stderr.strip().splitlines() or ["(no message)"])[0]
         raise linfuse.Error(f"linfuse-compile failed on {mlir}: {first}")
 
-    # The tensors as the model holds them (contiguous views are written as
-    # they are). safetensors refuses two names on one storage (tied
-    # weights): later names get a copy.
-    tensors, seen = {}, set()
+    # The tensors as the model holds them, in argument order; contiguous
+    # views, tied weights (two names, one storage) included, are written
+    # from their bytes as they are.
+    tensors = {}
     for target_name in imported.weight_targets:
         t = exported_tensor(ep, target_name).detach()
-        if t.device.type != "cpu":
-            t = t.cpu()
-        t = t.contiguous()
-        key = (t.untyped_storage().data_ptr(), t.storage_offset())
-        if key in seen or t.untyped_storage().nbytes() != t.numel() * t.element_size():
-            t = t.clone()
-        seen.add(key)
-        tensors[target_name] = t
+        tensors[target_name] = (t.cpu() if t.device.type != "cpu" else t).contiguous()
     weights = os.path.join(directory, f"{name}.safetensors")
     write_safetensors(tensors, weights)
     header = os.path.join(directory, f"lib{name}.h")

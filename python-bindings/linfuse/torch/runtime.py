@@ -104,8 +104,8 @@ def _placeable(tensors: list[torch.Tensor]) -> bool:
     """Whether these tensors can move into one new block: distinct CPU
     parameters of one dtype, each over its whole storage (not a view:
     replacing its storage then frees the old one), and not in shared or
-    pinned memory (where the caller put them on purpose). Parameters only: another
-    tensor may be an alias of the model's (a detached one shares its
+    pinned memory (where the caller put them on purpose). Parameters only:
+    another tensor may be an alias of the model's (a detached one shares its
     storage and version counter), and moving the alias would leave the
     model's tensor behind, its later updates unseen."""
     return (len({id(t) for t in tensors}) == len(tensors) and
@@ -118,9 +118,9 @@ def _placeable(tensors: list[torch.Tensor]) -> bool:
 
 
 def _adjacent(tensors: list[torch.Tensor]) -> bool:
-    ends = [t.data_ptr() + t.numel() * t.element_size() for t in tensors[:-1]]
-    return all(t.is_contiguous() and (i == 0 or t.data_ptr() == ends[i - 1])
-               for i, t in enumerate(tensors))
+    """Whether each (contiguous) tensor starts where the previous one ends."""
+    return all(b.data_ptr() == a.data_ptr() + a.numel() * a.element_size()
+               for a, b in zip(tensors, tensors[1:]))
 
 
 def place_merged_weights(function: "linfuse.Function", weights: list) -> int:
@@ -135,8 +135,7 @@ def place_merged_weights(function: "linfuse.Function", weights: list) -> int:
     twice. Groups with a tensor that is not an `nn.Parameter` (a buffer, or
     an alias of one), a view, on a GPU, or already adjacent are left as
     they are (packing then copies), and so is everything with
-    $LINFUSE_SHARE_WEIGHTS=0.
-    Returns the bytes moved."""
+    $LINFUSE_SHARE_WEIGHTS=0. Returns the bytes moved."""
     if os.environ.get("LINFUSE_SHARE_WEIGHTS", "1") == "0":
         return 0
     moved, seen = 0, set()
