@@ -76,6 +76,7 @@ struct Api {
                                             const int64_t *strides);
   Status (*memory_create)(Handle *, Handle desc, Handle engine, void *data);
   Status (*memory_destroy)(Handle);
+  Status (*memory_get_data_handle)(Handle, void **);
   Status (*matmul_primitive_desc_create)(Handle *, Handle engine, Handle src,
                                          Handle weights, Handle bias,
                                          Handle dst, Handle attr);
@@ -143,6 +144,7 @@ const v3::Api *api() {
          "dnnl_memory_desc_create_with_strides");
     load(a->memory_create, "dnnl_memory_create");
     load(a->memory_destroy, "dnnl_memory_destroy");
+    load(a->memory_get_data_handle, "dnnl_memory_get_data_handle");
     load(a->matmul_primitive_desc_create, "dnnl_matmul_primitive_desc_create");
     load(a->primitive_attr_create, "dnnl_primitive_attr_create");
     load(a->primitive_attr_destroy, "dnnl_primitive_attr_destroy");
@@ -281,7 +283,29 @@ bool createPacked(const Key &key, Entry &e) {
   if (d->memory_desc_create_with_tag(&any, 2, dims, typeOf(key.abType),
                                      v3::kTagAny) != v3::kSuccess)
     return false;
-  v3::Handle pd = describeMatmul(key, e, any);
+  v3::Handle pd = nullptr;
+  // Few rows: B's layout as kLayoutRows rows would have it, so that one
+  // copy serves every M (OneDnnCommon.h).
+  if (key.ops.a.dims[1] < kLayoutRows) {
+    Key wide = key;
+    wide.ops.a = withRows(key.ops.a, kLayoutRows);
+    wide.ops.c = withRows(key.ops.c, kLayoutRows);
+    Entry w = e;
+    w.a = describe(wide.ops.a, key.abType, true);
+    w.c = describe(wide.ops.c, key.cType, true);
+    if (w.a && w.c)
+      if (v3::Handle choice = describeMatmul(wide, w, any)) {
+        if (v3::Handle chosen =
+                d->primitive_desc_query_md(choice, v3::kQueryWeightsMd, 0))
+          pd = describeMatmul(key, e, chosen);
+        d->primitive_desc_destroy(choice);
+      }
+    for (v3::Handle md : {w.a, w.c})
+      if (md)
+        d->memory_desc_destroy(md);
+  }
+  if (!pd)
+    pd = describeMatmul(key, e, any);
   d->memory_desc_destroy(any);
   if (!pd)
     return false;
@@ -334,9 +358,50 @@ Entry create(const Key &key) {
   return e;
 }
 
-PackedWeights<v3::Handle, v3::Handle> packedWeights;
+using Copies = PackedWeights<v3::Handle, v3::Handle>;
+Copies packedWeights;
 
-/// B's values in `entry.packedB`'s layout (reordered once), or null.
+/// Reorders `from` (described by `fromDesc`) into a new memory of layout
+/// `to` with `reorder`, or a reorder made here when that is null; null on
+/// failure.
+v3::Handle reorderInto(v3::Handle fromDesc, void *from, v3::Handle to,
+                       v3::Handle reorder, v3::Handle s) {
+  const v3::Api *d = api();
+  v3::Handle made = nullptr;
+  if (!reorder) {
+    v3::Handle rpd = nullptr;
+    if (d->reorder_primitive_desc_create(&rpd, fromDesc, d->engine, to,
+                                         d->engine, nullptr) != v3::kSuccess)
+      return nullptr;
+    if (d->primitive_create(&made, rpd) != v3::kSuccess)
+      made = nullptr;
+    d->primitive_desc_destroy(rpd);
+    if (!made)
+      return nullptr;
+    reorder = made;
+  }
+  v3::Handle src = nullptr, dst = nullptr;
+  bool ok =
+      d->memory_create(&src, fromDesc, d->engine, from) == v3::kSuccess &&
+      d->memory_create(&dst, to, d->engine, v3::allocate()) == v3::kSuccess;
+  if (ok) {
+    v3::ExecArg args[2] = {{v3::kArgFrom, src}, {v3::kArgTo, dst}};
+    ok = d->primitive_execute(reorder, s, 2, args) == v3::kSuccess &&
+         d->stream_wait(s) == v3::kSuccess;
+  }
+  if (src)
+    d->memory_destroy(src);
+  if (made)
+    d->primitive_destroy(made);
+  if (!ok && dst) {
+    d->memory_destroy(dst);
+    dst = nullptr;
+  }
+  return dst;
+}
+
+/// B's values in `entry.packedB`'s layout (reordered once, from another
+/// layout's copy where one exists), or null.
 v3::Handle packedWeight(const Key &key, const Entry &entry, void *data,
                         v3::Handle s) {
   const v3::Api *d = api();
@@ -344,25 +409,14 @@ v3::Handle packedWeight(const Key &key, const Entry &entry, void *data,
     return d->memory_desc_equal(x, y) != 0;
   };
   return packedWeights.find(
-      data, key.ops.b, key.abType, entry.packedB, same, [&]() -> v3::Handle {
-        v3::Handle from = nullptr, to = nullptr;
-        bool ok =
-            d->memory_create(&from, entry.b, d->engine, data) == v3::kSuccess &&
-            d->memory_create(&to, entry.packedB, d->engine, v3::allocate()) ==
-                v3::kSuccess;
-        if (ok) {
-          v3::ExecArg args[2] = {{v3::kArgFrom, from}, {v3::kArgTo, to}};
-          ok = d->primitive_execute(entry.reorderB, s, 2, args) ==
-                   v3::kSuccess &&
-               d->stream_wait(s) == v3::kSuccess;
-        }
-        if (from)
-          d->memory_destroy(from);
-        if (!ok && to) {
-          d->memory_destroy(to);
-          to = nullptr;
-        }
-        return to;
+      data, key.ops.b, key.abType, entry.packedB, same,
+      [&](const Copies::Copy *from) -> v3::Handle {
+        if (!from)
+          return reorderInto(entry.b, data, entry.packedB, entry.reorderB, s);
+        void *handle = nullptr;
+        if (d->memory_get_data_handle(from->memory, &handle) != v3::kSuccess)
+          return nullptr;
+        return reorderInto(from->desc, handle, entry.packedB, nullptr, s);
       });
 }
 
@@ -415,6 +469,9 @@ bool linfuse::runtime::oneDnn3Gemm(int32_t abType, int32_t cType,
   v3::Handle s = stream();
   if (!entry.primitive || !s)
     return false;
+  // Handed-over values are read only through a reordered copy.
+  if (constantB && handedOver(b.data) && !entry.reorderB)
+    return false;
   v3::Handle packed = nullptr;
   if (entry.reorderB && !(packed = packedWeight(key, entry, b.data, s)))
     return false;
@@ -445,4 +502,13 @@ bool linfuse::runtime::oneDnn3Gemm(int32_t abType, int32_t cType,
 void linfuse::runtime::releaseOneDnn3PackedWeights() {
   // Copies exist only once the library is loaded: nothing loads it here.
   packedWeights.clear([](v3::Handle m) { api()->memory_destroy(m); });
+}
+
+void linfuse::runtime::oneDnn3ReorderedSources(ByteRanges &out) {
+  packedWeights.sources(out);
+}
+
+void linfuse::runtime::forgetOneDnn3Copies(uintptr_t begin, uintptr_t end) {
+  packedWeights.forget(begin, end,
+                       [](v3::Handle m) { api()->memory_destroy(m); });
 }

@@ -187,20 +187,39 @@ struct Operands {
 
 /// Whether B, a weight (`constantB`: the same values at the same address
 /// until linfuse_cpu_release_packed_weights), is read in the layout oneDNN
-/// chooses: in a single (batch 1) product with more than one row of output
-/// (at M = 1 the plain layout reads fastest), unless
-/// $LINFUSE_REORDER_WEIGHTS is 0 (one copy of each weight, slower at M > 1).
+/// chooses: in a single (batch 1) product, with more than one row of
+/// output unless the mode (linfuse_cpu_set_weight_reorder) is ALWAYS (at
+/// M = 1 the plain layout reads fastest), and never in mode NEVER.
 bool packsWeight(const Operands &ops, bool constantB);
+
+/// Products with fewer rows than this choose B's reordered layout as if
+/// they had this many: one copy then serves every size (oneDNN picks the
+/// same layout for 1 to 128 rows on AVX-512, measured; where it would not,
+/// the copy is reordered again, from the first one).
+constexpr int64_t kLayoutRows = 16;
+
+/// `l`, a dense row-major matrix of at least `rows` rows, for choosing B's
+/// layout with kLayoutRows.
+inline Layout withRows(const Layout &l, int64_t rows) {
+  Layout r = l;
+  r.dims[1] = std::max(rows, l.dims[1]);
+  r.strides = {r.dims[1] * r.dims[2], r.dims[2], 1};
+  return r;
+}
 
 /// Weights reordered into the layouts primitives read, by source address,
 /// layout and type: made on first use, kept until `clear` (which
 /// linfuse_cpu_release_packed_weights calls whenever an executable's weights
-/// change or go away). `Desc` is a oneDNN memory descriptor and `Memory` a
-/// memory object, of either major version.
+/// change or go away) except those handed over, kept until `forget`.
+/// `Desc` is a oneDNN memory descriptor and `Memory` a memory object, of
+/// either major version.
 template <typename Desc, typename Memory> class PackedWeights {
 public:
   /// The copy of `data` in layout `packed`: an existing one (`same`
-  /// compares descriptors) or `make()`'s (null: nothing kept).
+  /// compares descriptors) or `make(from)`'s (null: nothing kept), where
+  /// `from` is a copy of the weight in another layout to reorder from, or
+  /// null to read `data` itself. Null too where `data` was handed over and
+  /// no copy exists.
   template <typename Same, typename Make>
   Memory find(const void *data, const Layout &layout, int32_t type,
               const Desc &packed, Same &&same, Make &&make) {
@@ -208,34 +227,74 @@ public:
     std::memset(&key, 0, sizeof(key));
     key.data = data;
     key.layout = layout;
+    key.layout.strides[0] = 0; // a single matrix: no batch stride
     key.type = type;
     std::lock_guard<std::mutex> lock(mutex);
     std::vector<Copy> &copies = weights[key];
     for (const Copy &c : copies)
       if (same(c.desc, packed))
         return c.memory;
-    Memory memory = make();
+    // Another layout's copy is the source where there is one: the plain
+    // values may be gone (handed over, or pages of a file released).
+    if (copies.empty() && handedOver(data))
+      return Memory();
+    Memory memory = make(copies.empty() ? nullptr : &copies.front());
     if (memory) {
       copies.push_back({packed, memory});
       // The copy is what GEMMs at M > 1 read now: the source's pages, where
       // they are a mapped weights file's, can leave memory (a one-row GEMM
-      // maps them again). Packed weights are single matrices (batch 1).
-      int64_t span = 1 + (layout.dims[1] - 1) * layout.strides[1] +
-                     (layout.dims[2] - 1) * layout.strides[2];
-      if (layout.dims[0] == 1 && layout.dims[1] > 0 && layout.dims[2] > 0)
-        releaseMappedPages(data, size_t(span * dtypeBytes(type)));
+      // maps them again).
+      releaseMappedPages(data, size_t(span(key) * dtypeBytes(type)));
     }
     return memory;
   }
 
-  /// Destroys every copy with `destroy(memory)`.
+  /// Destroys every copy with `destroy(memory)`, except those of weights
+  /// handed over (the only ones left).
   template <typename Destroy> void clear(Destroy &&destroy) {
     std::lock_guard<std::mutex> lock(mutex);
-    for (auto &entry : weights)
-      for (Copy &c : entry.second)
+    for (auto it = weights.begin(); it != weights.end();) {
+      if (handedOver(it->first.data)) {
+        ++it;
+        continue;
+      }
+      for (Copy &c : it->second)
         destroy(c.memory);
-    weights.clear();
+      it = weights.erase(it);
+    }
   }
+
+  /// Destroys the copies of weights that start in [begin, end).
+  template <typename Destroy>
+  void forget(uintptr_t begin, uintptr_t end, Destroy &&destroy) {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto it = weights.begin(); it != weights.end();) {
+      auto p = reinterpret_cast<uintptr_t>(it->first.data);
+      if (p < begin || p >= end) {
+        ++it;
+        continue;
+      }
+      for (Copy &c : it->second)
+        destroy(c.memory);
+      it = weights.erase(it);
+    }
+  }
+
+  /// Appends the byte range of every weight with a copy.
+  void sources(ByteRanges &out) {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const auto &[key, copies] : weights)
+      if (!copies.empty()) {
+        auto p = reinterpret_cast<uintptr_t>(key.data);
+        out.push_back({p, p + uintptr_t(span(key) * dtypeBytes(key.type))});
+      }
+  }
+
+  /// A copy: its layout and its memory.
+  struct Copy {
+    Desc desc;
+    Memory memory;
+  };
 
 private:
   struct Key {
@@ -246,10 +305,14 @@ private:
       return std::memcmp(this, &o, sizeof(Key)) == 0;
     }
   };
-  struct Copy {
-    Desc desc;
-    Memory memory;
-  };
+  /// Elements from the first to one past the last (packed weights are
+  /// single matrices).
+  static int64_t span(const Key &k) {
+    if (k.layout.dims[1] <= 0 || k.layout.dims[2] <= 0)
+      return 0;
+    return 1 + (k.layout.dims[1] - 1) * k.layout.strides[1] +
+           (k.layout.dims[2] - 1) * k.layout.strides[2];
+  }
   std::mutex mutex;
   /// Usually one layout per weight; a weight that problems of several
   /// sizes read in different blocked layouts has one copy per layout.

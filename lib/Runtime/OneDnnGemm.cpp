@@ -58,6 +58,7 @@ namespace {
   X(dnnl_memory_desc_init_by_strides)                                          \
   X(dnnl_memory_create)                                                        \
   X(dnnl_memory_destroy)                                                       \
+  X(dnnl_memory_get_data_handle)                                               \
   X(dnnl_matmul_desc_init)                                                     \
   X(dnnl_primitive_attr_create)                                                \
   X(dnnl_primitive_attr_destroy)                                               \
@@ -132,7 +133,9 @@ int defaultThreads() {
 } // namespace
 
 bool linfuse::runtime::packsWeight(const Operands &ops, bool constantB) {
-  return keepsWeightCopies() && constantB && ops.a.dims[1] > 1 &&
+  int32_t mode = weightReorder();
+  return mode != LINFUSE_REORDER_NEVER && constantB &&
+         (ops.a.dims[1] > 1 || mode == LINFUSE_REORDER_ALWAYS) &&
          ops.a.dims[0] == 1 && ops.b.dims[0] == 1 && ops.c.dims[0] == 1;
 }
 
@@ -309,7 +312,26 @@ bool createPacked(const Key &key, Entry &e) {
   if (dnnl()->dnnl_memory_desc_init_by_tag(&any, 2, dims, dnnlType(key.abType),
                                            dnnl_format_tag_any) != dnnl_success)
     return false;
-  dnnl_primitive_desc_t pd = describeMatmul(key, e, any);
+  dnnl_primitive_desc_t pd = nullptr;
+  // Few rows: B's layout as kLayoutRows rows would have it (at M = 1
+  // oneDNN would read B as it is), so that one copy serves every M.
+  if (key.ops.a.dims[1] < kLayoutRows) {
+    Key wide = key;
+    wide.ops.a = withRows(key.ops.a, kLayoutRows);
+    wide.ops.c = withRows(key.ops.c, kLayoutRows);
+    Entry w = e;
+    if (describe(wide.ops.a, key.abType, w.a, true) &&
+        describe(wide.ops.c, key.cType, w.c, true))
+      if (dnnl_primitive_desc_t choice = describeMatmul(wide, w, any)) {
+        const dnnl_memory_desc_t *chosen = dnnl()->dnnl_primitive_desc_query_md(
+            choice, dnnl_query_weights_md, 0);
+        if (chosen)
+          pd = describeMatmul(key, e, *chosen);
+        dnnl()->dnnl_primitive_desc_destroy(choice);
+      }
+  }
+  if (!pd)
+    pd = describeMatmul(key, e, any);
   if (!pd)
     return false;
   const dnnl_memory_desc_t *chosen =
@@ -363,35 +385,66 @@ Entry create(const Key &key) {
   return e;
 }
 
-PackedWeights<dnnl_memory_desc_t, dnnl_memory_t> packedWeights;
+using Copies = PackedWeights<dnnl_memory_desc_t, dnnl_memory_t>;
+Copies packedWeights;
 
-/// B's values in `entry.packedB`'s layout (reordered once), or null.
+/// Reorders `from` (described by `fromDesc`) into a new memory of layout
+/// `to` with `reorder`, or a reorder made here when that is null; null on
+/// failure.
+dnnl_memory_t reorderInto(const dnnl_memory_desc_t &fromDesc, void *from,
+                          const dnnl_memory_desc_t &to,
+                          dnnl_primitive_t reorder, dnnl_stream_t s) {
+  dnnl_primitive_t made = nullptr;
+  if (!reorder) {
+    dnnl_primitive_desc_t rpd = nullptr;
+    if (dnnl()->dnnl_reorder_primitive_desc_create(
+            &rpd, &fromDesc, engine(), &to, engine(), nullptr) != dnnl_success)
+      return nullptr;
+    if (dnnl()->dnnl_primitive_create(&made, rpd) != dnnl_success)
+      made = nullptr;
+    dnnl()->dnnl_primitive_desc_destroy(rpd);
+    if (!made)
+      return nullptr;
+    reorder = made;
+  }
+  dnnl_memory_t src = nullptr, dst = nullptr;
+  bool ok = dnnl()->dnnl_memory_create(&src, &fromDesc, engine(), from) ==
+                dnnl_success &&
+            dnnl()->dnnl_memory_create(&dst, &to, engine(),
+                                       DNNL_MEMORY_ALLOCATE) == dnnl_success;
+  if (ok) {
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}};
+    ok = dnnl()->dnnl_primitive_execute(reorder, s, 2, args) == dnnl_success &&
+         dnnl()->dnnl_stream_wait(s) == dnnl_success;
+  }
+  if (src)
+    dnnl()->dnnl_memory_destroy(src);
+  if (made)
+    dnnl()->dnnl_primitive_destroy(made);
+  if (!ok && dst) {
+    dnnl()->dnnl_memory_destroy(dst);
+    dst = nullptr;
+  }
+  return dst;
+}
+
+/// B's values in `entry.packedB`'s layout (reordered once, from another
+/// layout's copy where one exists), or null.
 dnnl_memory_t packedWeight(const Key &key, const Entry &entry, void *data,
                            dnnl_stream_t s) {
   auto same = [](const dnnl_memory_desc_t &x, const dnnl_memory_desc_t &y) {
     return dnnl()->dnnl_memory_desc_equal(&x, &y) != 0;
   };
   return packedWeights.find(
-      data, key.ops.b, key.abType, entry.packedB, same, [&]() -> dnnl_memory_t {
-        dnnl_memory_t from = nullptr, to = nullptr;
-        bool ok =
-            dnnl()->dnnl_memory_create(&from, &entry.b, engine(), data) ==
-                dnnl_success &&
-            dnnl()->dnnl_memory_create(&to, &entry.packedB, engine(),
-                                       DNNL_MEMORY_ALLOCATE) == dnnl_success;
-        if (ok) {
-          dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-          ok = dnnl()->dnnl_primitive_execute(entry.reorderB, s, 2, args) ==
-                   dnnl_success &&
-               dnnl()->dnnl_stream_wait(s) == dnnl_success;
-        }
-        if (from)
-          dnnl()->dnnl_memory_destroy(from);
-        if (!ok && to) {
-          dnnl()->dnnl_memory_destroy(to);
-          to = nullptr;
-        }
-        return to;
+      data, key.ops.b, key.abType, entry.packedB, same,
+      [&](const Copies::Copy *from) -> dnnl_memory_t {
+        if (!from)
+          return reorderInto(entry.b, data, entry.packedB, entry.reorderB, s);
+        void *handle = nullptr;
+        if (dnnl()->dnnl_memory_get_data_handle(from->memory, &handle) !=
+            dnnl_success)
+          return nullptr;
+        return reorderInto(from->desc, handle, entry.packedB, nullptr, s);
       });
 }
 
@@ -420,6 +473,9 @@ bool linfuse::runtime::oneDnnGemm(int32_t abType, int32_t cType,
   if (!entry.primitive || !s)
     return false;
 
+  // Handed-over values are read only through a reordered copy.
+  if (constantB && handedOver(b.data) && !entry.reorderB)
+    return false;
   dnnl_memory_t packed = nullptr;
   if (entry.reorderB && !(packed = packedWeight(key, entry, b.data, s)))
     return false;
@@ -463,4 +519,14 @@ void linfuse_cpu_release_packed_weights(void) {
   if (dnnl())
     packedWeights.clear(
         [](dnnl_memory_t m) { dnnl()->dnnl_memory_destroy(m); });
+}
+
+void linfuse::runtime::oneDnnReorderedSources(ByteRanges &out) {
+  packedWeights.sources(out);
+}
+
+void linfuse::runtime::forgetOneDnnCopies(uintptr_t begin, uintptr_t end) {
+  if (dnnl())
+    packedWeights.forget(
+        begin, end, [](dnnl_memory_t m) { dnnl()->dnnl_memory_destroy(m); });
 }

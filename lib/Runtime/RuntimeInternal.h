@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 namespace linfuse::runtime {
 
@@ -25,13 +27,29 @@ inline bool switchedOff(const char *name) {
   return value && std::strcmp(value, "0") == 0;
 }
 
+/// linfuse_cpu_set_weight_reorder's mode (a linfuse_weight_reorder).
+int32_t weightReorder();
+
 /// Whether the host backend may keep a second copy of a constant weight
 /// (LINFUSE_GEMM_CONSTANT_B): oneDNN's reordered layouts, the fallback's
-/// widened f32 copies. $LINFUSE_REORDER_WEIGHTS=0 keeps none.
+/// widened f32 copies. LINFUSE_REORDER_NEVER keeps none.
 inline bool keepsWeightCopies() {
-  static const bool on = !switchedOff("LINFUSE_REORDER_WEIGHTS");
-  return on;
+  return weightReorder() != LINFUSE_REORDER_NEVER;
 }
+
+/// Whether the plain values at `data` were handed over
+/// (linfuse_cpu_hand_over_weights): only reordered copies may be read.
+bool handedOver(const void *data);
+
+/// The source ranges [begin, end) of the weights oneDNN 2 and 3 keep
+/// reordered copies of, appended to `out` (OneDnnGemm.cpp,
+/// OneDnn3Gemm.cpp), and their copies made from weights in [begin, end)
+/// destroyed (linfuse_cpu_forget_weights).
+using ByteRanges = std::vector<std::pair<uintptr_t, uintptr_t>>;
+void oneDnnReorderedSources(ByteRanges &out);
+void oneDnn3ReorderedSources(ByteRanges &out);
+void forgetOneDnnCopies(uintptr_t begin, uintptr_t end);
+void forgetOneDnn3Copies(uintptr_t begin, uintptr_t end);
 
 /// Called once a weight is read from a copy of its own (oneDNN's reordered
 /// layout): where its `bytes` at `data` lie in a weights file mapped by

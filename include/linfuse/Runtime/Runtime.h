@@ -77,7 +77,7 @@ enum {
    * once into its GEMM library's preferred layout, or where no library
    * kernel takes its type (f16 without AVX512-FP16) widens it once to f32,
    * and keeps that copy (a second copy of the weight;
-   * $LINFUSE_REORDER_WEIGHTS=0 keeps none). */
+   * linfuse_cpu_set_weight_reorder says which products use one). */
   LINFUSE_GEMM_CONSTANT_B = 8,
 };
 
@@ -178,6 +178,48 @@ LINFUSE_RUNTIME_EXPORT int32_t linfuse_check_argument_sizes(
  * it whenever weights passed as constant change or are freed; the executables
  * of linfuse-run, the Python package and linfuse-compile's libraries do. */
 LINFUSE_RUNTIME_EXPORT void linfuse_cpu_release_packed_weights(void);
+
+/* Which constant weights (LINFUSE_GEMM_CONSTANT_B) the host backend reads
+ * from a copy in oneDNN's own layout, made once per weight. */
+typedef enum linfuse_weight_reorder {
+  /* None: one copy of each weight, the caller's (slower at M > 1). */
+  LINFUSE_REORDER_NEVER = 0,
+  /* Products with more than one row of output (the default): a one-row
+   * product (decode) reads the plain layout fastest (oneDNN 2's gemm:jit). */
+  LINFUSE_REORDER_ABOVE_ONE_ROW = 1,
+  /* Every product, one-row ones too, from one copy per weight: once each
+   * weight has been read, its plain values are not read again, so the
+   * caller may give them up (linfuse_cpu_hand_over_weights). */
+  LINFUSE_REORDER_ALWAYS = 2,
+} linfuse_weight_reorder;
+
+/* Sets the mode for later GEMMs (copies already made stay) and returns the
+ * previous one, or -1 (nothing changed) for a code outside the enum. The
+ * default is $LINFUSE_REORDER_WEIGHTS: 0 for NEVER, "all" for ALWAYS,
+ * ABOVE_ONE_ROW otherwise. */
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_cpu_set_weight_reorder(int32_t mode);
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_cpu_get_weight_reorder(void);
+
+/* 1 if every byte of [data, data + bytes) belongs to a weight that oneDNN
+ * reads from a reordered copy (a GEMM has run on it), else 0. */
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_cpu_weights_reordered(const void *data,
+                                                             int64_t bytes);
+
+/* Declares that the caller gives up the plain values at [data, data +
+ * bytes): later GEMMs on weights there read only their reordered copies,
+ * which linfuse_cpu_release_packed_weights then keeps, and one that would
+ * need the plain values (a product no copy serves) fails with
+ * LINFUSE_ERROR_INVALID_ARGUMENT instead of reading them. The addresses must
+ * stay reserved (not reused for other data) until
+ * linfuse_cpu_forget_weights. Fails, changing nothing, unless the range is
+ * linfuse_cpu_weights_reordered. */
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_cpu_hand_over_weights(const void *data,
+                                                             int64_t bytes);
+
+/* Destroys the reordered copies of weights that lie in [data, data + bytes)
+ * and ends a hand-over there: the addresses may then be reused. */
+LINFUSE_RUNTIME_EXPORT void linfuse_cpu_forget_weights(const void *data,
+                                                       int64_t bytes);
 
 /* Threads of the host GEMMs (oneDNN's OpenMP pool, and OpenBLAS's for
  * what oneDNN does not take), for every later call from any thread: n > 0

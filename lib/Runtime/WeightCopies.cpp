@@ -1,0 +1,117 @@
+//===- WeightCopies.cpp - which copies of weights the host keeps ----------===//
+//
+// The host backend reads a constant weight (LINFUSE_GEMM_CONSTANT_B) from a
+// copy in oneDNN's layout, made on its first use (OneDnnCommon.h's
+// PackedWeights). Which products do is a process-wide mode; with every
+// product on the copies, the caller may hand the plain values over: the
+// copies then become the only ones, and outlive
+// linfuse_cpu_release_packed_weights until linfuse_cpu_forget_weights.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RuntimeInternal.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cinttypes>
+#include <mutex>
+
+using namespace linfuse::runtime;
+
+namespace {
+
+int32_t modeFromEnvironment() {
+  const char *value = std::getenv("LINFUSE_REORDER_WEIGHTS");
+  if (value && std::strcmp(value, "0") == 0)
+    return LINFUSE_REORDER_NEVER;
+  if (value && std::strcmp(value, "all") == 0)
+    return LINFUSE_REORDER_ALWAYS;
+  return LINFUSE_REORDER_ABOVE_ONE_ROW;
+}
+
+std::atomic<int32_t> &mode() {
+  static std::atomic<int32_t> m{modeFromEnvironment()};
+  return m;
+}
+
+/// Handed-over ranges [begin, end), disjoint.
+std::mutex handedMutex;
+ByteRanges handed; // guarded by handedMutex
+
+/// Whether the union of `ranges` covers [begin, end).
+bool covers(ByteRanges ranges, uintptr_t begin, uintptr_t end) {
+  std::sort(ranges.begin(), ranges.end());
+  uintptr_t reached = begin;
+  for (auto [b, e] : ranges) {
+    if (b > reached)
+      break;
+    reached = std::max(reached, e);
+    if (reached >= end)
+      return true;
+  }
+  return reached >= end;
+}
+
+} // namespace
+
+int32_t linfuse::runtime::weightReorder() {
+  return mode().load(std::memory_order_relaxed);
+}
+
+bool linfuse::runtime::handedOver(const void *data) {
+  auto p = reinterpret_cast<uintptr_t>(data);
+  std::lock_guard<std::mutex> lock(handedMutex);
+  for (auto [b, e] : handed)
+    if (p >= b && p < e)
+      return true;
+  return false;
+}
+
+int32_t linfuse_cpu_set_weight_reorder(int32_t m) {
+  if (m < LINFUSE_REORDER_NEVER || m > LINFUSE_REORDER_ALWAYS)
+    return -1;
+  return mode().exchange(m);
+}
+
+int32_t linfuse_cpu_get_weight_reorder(void) { return weightReorder(); }
+
+int32_t linfuse_cpu_weights_reordered(const void *data, int64_t bytes) {
+  if (!data || bytes <= 0)
+    return 0;
+  ByteRanges sources;
+  oneDnnReorderedSources(sources);
+  oneDnn3ReorderedSources(sources);
+  auto begin = reinterpret_cast<uintptr_t>(data);
+  return covers(std::move(sources), begin, begin + uintptr_t(bytes)) ? 1 : 0;
+}
+
+int32_t linfuse_cpu_hand_over_weights(const void *data, int64_t bytes) {
+  if (!linfuse_cpu_weights_reordered(data, bytes))
+    return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
+                "linfuse_cpu_hand_over_weights: the %" PRId64
+                " bytes at %p are not all read from reordered copies "
+                "(run a GEMM on each weight first, with "
+                "LINFUSE_REORDER_ALWAYS)",
+                bytes, data);
+  auto begin = reinterpret_cast<uintptr_t>(data);
+  std::lock_guard<std::mutex> lock(handedMutex);
+  handed.push_back({begin, begin + uintptr_t(bytes)});
+  return LINFUSE_OK;
+}
+
+void linfuse_cpu_forget_weights(const void *data, int64_t bytes) {
+  if (!data || bytes <= 0)
+    return;
+  auto begin = reinterpret_cast<uintptr_t>(data);
+  uintptr_t end = begin + uintptr_t(bytes);
+  {
+    std::lock_guard<std::mutex> lock(handedMutex);
+    handed.erase(std::remove_if(handed.begin(), handed.end(),
+                                [&](const auto &r) {
+                                  return r.first >= begin && r.second <= end;
+                                }),
+                 handed.end());
+  }
+  forgetOneDnnCopies(begin, end);
+  forgetOneDnn3Copies(begin, end);
+}
