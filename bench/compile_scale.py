@@ -125,6 +125,8 @@ def child(args) -> dict:
             kwargs = {}
             if args.weights:
                 kwargs["weights"] = args.weights
+            if args.release_weights:
+                kwargs["release_weights"] = True
             compiled = lt.compile(model, (x,), dynamic_shapes=(
                 {0: torch.export.Dim("m", min=1, max=4096)},), **kwargs)
             out["stages"] = {k: round(v, 3) for k, v in compiled.timings.items()}
@@ -140,17 +142,24 @@ def child(args) -> dict:
         out["second_call_s"] = time.perf_counter() - start
         # Steady state: `--calls` more calls, each followed by an eager one
         # (interleaved, so both see the same machine), medians.
-        linfuse_s, eager_s = [], []
-        for _ in range(args.calls):
-            start = time.perf_counter()
-            compiled(x)
-            linfuse_s.append(time.perf_counter() - start)
-            start = time.perf_counter()
-            model(x)
-            eager_s.append(time.perf_counter() - start)
-        if args.calls:
-            out["median_call_s"] = statistics.median(linfuse_s)
-            out["median_eager_s"] = statistics.median(eager_s)
+        # (With --release-weights the model cannot run eagerly any more.)
+        released = getattr(compiled, "released_bytes", None) is not None
+        if released:
+            out["released_bytes"] = compiled.released_bytes
+        for key, rows in (("", x), ("_m1", x[:1])):
+            linfuse_s, eager_s = [], []
+            for _ in range(args.calls):
+                start = time.perf_counter()
+                compiled(rows)
+                linfuse_s.append(time.perf_counter() - start)
+                if not released:
+                    start = time.perf_counter()
+                    model(rows)
+                    eager_s.append(time.perf_counter() - start)
+            if args.calls:
+                out["median_call" + key + "_s"] = statistics.median(linfuse_s)
+                if eager_s:
+                    out["median_eager" + key + "_s"] = statistics.median(eager_s)
     out["rel_err"] = float((got.float() - want).abs().max() / want.abs().max())
     out["peak_rss"] = peak_rss_bytes()
     out["torch"] = torch.__version__
@@ -174,6 +183,9 @@ def main() -> None:
     ap.add_argument("--pretouch-gb", type=float, default=0.0,
                     help="touch and free this much memory before measuring (VMs "
                          "that back guest memory lazily; the peak RSS is reset after)")
+    ap.add_argument("--release-weights", action="store_true",
+                    help="linfuse.torch.compile(..., release_weights=True) (module path; "
+                         "the model cannot run eagerly afterwards: no eager timings)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--path", default="module", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -185,11 +197,15 @@ def main() -> None:
     print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; {args.dtype}, hidden "
           f"{args.hidden}, intermediate {args.inter}, input [{args.m}, {args.hidden}]"
           + (f", weights={args.weights}" if args.weights else "")
-          + (f", {args.pretouch_gb:g} GB pre-touched" if args.pretouch_gb else ""))
+          + (f", {args.pretouch_gb:g} GB pre-touched" if args.pretouch_gb else "")
+          + (", release_weights=True" if args.release_weights else "")
+          + (f", LINFUSE_REORDER_WEIGHTS={os.environ['LINFUSE_REORDER_WEIGHTS']}"
+             if "LINFUSE_REORDER_WEIGHTS" in os.environ else ""))
     print()
     print("| path | layers | weights | compile | stages | first call | second call "
-          "| peak RSS | RSS growth | rel err |" + (" median call |" if args.calls else ""))
-    print("|---|---|---|---|---|---|---|---|---|---|" + ("---|" if args.calls else ""))
+          "| peak RSS | RSS growth | rel err |"
+          + (f" median call (M={args.m}) | median call (M=1) |" if args.calls else ""))
+    print("|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if args.calls else ""))
     for path in args.paths:
         for layers in args.layers:
             cmd = [sys.executable, __file__, "--child", "--path", path, "--layers",
@@ -198,6 +214,8 @@ def main() -> None:
                    "--pretouch-gb", str(args.pretouch_gb), "--calls", str(args.calls)]
             if args.weights:
                 cmd += ["--weights", args.weights]
+            if args.release_weights:
+                cmd.append("--release-weights")
             print(f"[{path}, {layers} layers ...]", file=sys.stderr, flush=True)
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
@@ -213,8 +231,10 @@ def main() -> None:
                   f"| {r['peak_rss'] / 1e9:.2f} GB ({r['peak_rss'] / w:.1f}×) "
                   f"| {(r['peak_rss'] - r['base_rss']) / 1e9:.2f} GB "
                   f"({(r['peak_rss'] - r['base_rss']) / w:.2f}×) | {r['rel_err']:.1e} |"
-                  + (f" {r['median_call_s'] * 1e3:.1f} ms, eager {r['median_eager_s'] * 1e3:.1f} ms |"
-                     if "median_call_s" in r else ""),
+                  + "".join(f" {r['median_call' + k + '_s'] * 1e3:.1f} ms"
+                            + (f", eager {r['median_eager' + k + '_s'] * 1e3:.1f} ms"
+                               if "median_eager" + k + "_s" in r else "") + " |"
+                            for k in ("", "_m1") if "median_call" + k + "_s" in r),
                   flush=True)
 
 

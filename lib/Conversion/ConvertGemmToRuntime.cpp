@@ -85,6 +85,101 @@ static bool isConstantAcrossCalls(Value v) {
   }
 }
 
+/// The part of a weight a GEMM reads as B, and how: the whole weight or a
+/// subview with static offsets, sizes and strides, transposed or not (the
+/// runtime's copies are per part and orientation).
+struct WeightPart {
+  SmallVector<int64_t> offsets, sizes, strides; // empty: the whole weight
+  bool transposed = false;
+
+  bool operator==(const WeightPart &o) const {
+    return offsets == o.offsets && sizes == o.sizes && strides == o.strides &&
+           transposed == o.transposed;
+  }
+  /// Whether the parts share no element (conservatively: rows or columns
+  /// of unit-stride parts that do not overlap).
+  bool disjointFrom(const WeightPart &o) const {
+    if (offsets.empty() || o.offsets.empty() ||
+        offsets.size() != o.offsets.size())
+      return false;
+    for (size_t d = 0; d < offsets.size(); ++d)
+      if (strides[d] == 1 && o.strides[d] == 1 &&
+          (offsets[d] + sizes[d] <= o.offsets[d] ||
+           o.offsets[d] + o.sizes[d] <= offsets[d]))
+        return true;
+    return false;
+  }
+};
+
+/// Whether every read of `arg` is a single (rank 2) GEMM reading it, or a
+/// static subview of it, as B; and the parts GEMMs read are each the same
+/// (in the same orientation) as or disjoint from the others. The runtime
+/// drops a handed-over weight's values as soon as one copy of a part
+/// exists, so no other GEMM may need an overlapping part.
+static bool readOnlyAsGemmB(Value arg) {
+  SmallVector<WeightPart> parts;
+  // All readers of `v` are rank-2 GEMMs reading it as B only, all in the
+  // same orientation (`transposed`, set from the first).
+  auto gemmReads = [](Value v, bool &transposed) {
+    bool first = true;
+    return llvm::all_of(v.getUses(), [&](OpOperand &use) {
+      auto gemm = dyn_cast<GemmOp>(use.getOwner());
+      if (!gemm || use.get() != gemm.getB() || gemm.getA() == v ||
+          gemm.getC() == v || gemm.getBias() == v ||
+          cast<ShapedType>(gemm.getC().getType()).getRank() != 2)
+        return false;
+      if (first)
+        transposed = gemm.getTransposeB();
+      first = false;
+      return transposed == gemm.getTransposeB();
+    });
+  };
+  for (OpOperand &use : arg.getUses()) {
+    Operation *user = use.getOwner();
+    WeightPart part;
+    if (auto sub = dyn_cast<memref::SubViewOp>(user)) {
+      if (sub.getSource() != arg ||
+          !gemmReads(sub.getResult(), part.transposed) ||
+          ShapedType::isDynamicShape(sub.getStaticOffsets()) ||
+          ShapedType::isDynamicShape(sub.getStaticSizes()) ||
+          ShapedType::isDynamicShape(sub.getStaticStrides()))
+        return false;
+      part.offsets.assign(sub.getStaticOffsets().begin(),
+                          sub.getStaticOffsets().end());
+      part.sizes.assign(sub.getStaticSizes().begin(),
+                        sub.getStaticSizes().end());
+      part.strides.assign(sub.getStaticStrides().begin(),
+                          sub.getStaticStrides().end());
+    } else if (!isa<GemmOp>(user) || !gemmReads(arg, part.transposed)) {
+      return false;
+    }
+    for (const WeightPart &other : parts)
+      if (!(other == part) && !other.disjointFrom(part))
+        return false;
+    parts.push_back(std::move(part));
+  }
+  return true;
+}
+
+/// Records on `fn`, as `linfuse.gemm_only_packed`, the numbers of its packed
+/// weights (`linfuse.packed`) that it reads only as GEMM B operands: weights
+/// the runtime reads from reordered copies alone once they exist, so a
+/// caller may give their plain values up (Executable::handOverWeights).
+static void markGemmOnlyPacked(func::FuncOp fn) {
+  if (fn.isExternal())
+    return;
+  SmallVector<int64_t> numbers;
+  for (BlockArgument arg : fn.getArguments()) {
+    auto number =
+        fn.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "linfuse.packed");
+    if (number && !arg.use_empty() && readOnlyAsGemmB(arg))
+      numbers.push_back(number.getInt());
+  }
+  if (!numbers.empty())
+    fn->setAttr("linfuse.gemm_only_packed",
+                DenseI64ArrayAttr::get(fn.getContext(), numbers));
+}
+
 namespace {
 struct ConvertGemmToRuntimePass
     : public linfuse::impl::ConvertGemmToRuntimePassBase<
@@ -99,6 +194,8 @@ struct ConvertGemmToRuntimePass
       return signalPassFailure();
     }
     SymbolTable symbols(getOperation());
+    if (target == "cpu")
+      getOperation().walk([](func::FuncOp fn) { markGemmOnlyPacked(fn); });
     SmallVector<GemmOp> gemms;
     getOperation().walk([&](GemmOp op) { gemms.push_back(op); });
     for (GemmOp op : gemms)

@@ -180,6 +180,16 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
           lowerModule(module, options.target, options.report, options.lower))
     return std::move(err);
 
+  // Which packed weights the entry reads only as GEMM B operands (the CPU
+  // lowering's analysis, an attribute of the entry whatever it became).
+  exe->gemmOnlyPacked.assign(exe->packedTypes.size(), false);
+  if (Operation *lowered = module.lookupSymbol(entry))
+    if (auto numbers = lowered->getAttrOfType<DenseI64ArrayAttr>(
+            "linfuse.gemm_only_packed"))
+      for (int64_t n : numbers.asArrayRef())
+        if (n >= 0 && size_t(n) < exe->gemmOnlyPacked.size())
+          exe->gemmOnlyPacked[n] = true;
+
   if (options.progress)
     options.progress("jit");
   static std::once_flag nativeTarget;
@@ -328,7 +338,45 @@ void Executable::release(std::vector<Buffer> &buffers) {
   buffers.clear();
 }
 
+std::vector<std::pair<const void *, size_t>> Executable::handOverWeights(
+    llvm::ArrayRef<std::pair<const void *, size_t>> within) {
+  if (targetKind != Target::CPU || !weightsPacked)
+    return handedOver;
+  auto overlaps = [](const Buffer &x, const Buffer &y) {
+    auto *a = static_cast<const char *>(x.data);
+    auto *b = static_cast<const char *>(y.data);
+    return a < b + y.spanBytes && b < a + x.spanBytes;
+  };
+  auto inside = [&](const Buffer &p) {
+    auto *d = static_cast<const char *>(p.data);
+    return llvm::any_of(within, [&](const auto &r) {
+      auto *begin = static_cast<const char *>(r.first);
+      return begin <= d && d + p.spanBytes <= begin + r.second;
+    });
+  };
+  for (size_t i = 0; i < packed.size(); ++i) {
+    const Buffer &p = packed[i];
+    if (!gemmOnlyPacked[i] || p.allocation || p.spanBytes == 0 || !inside(p) ||
+        llvm::any_of(handedOver,
+                     [&](const auto &h) { return h.first == p.data; }))
+      continue;
+    // Another packed weight over the same bytes is read some other way, or
+    // in another part or orientation whose copy would be made from values
+    // already dropped.
+    bool shared = false;
+    for (size_t j = 0; j < packed.size() && !shared; ++j)
+      shared = j != i && overlaps(p, packed[j]);
+    if (shared || linfuse_cpu_hand_over_weights(p.data, int64_t(p.spanBytes)) !=
+                      LINFUSE_OK)
+      continue;
+    handedOver.push_back({p.data, p.spanBytes});
+  }
+  return handedOver;
+}
+
 Executable::~Executable() {
+  for (auto [data, bytes] : handedOver)
+    linfuse_cpu_forget_weights(data, int64_t(bytes));
   release(packed);
   release(weightBuffers);
   release(inputBuffers);
@@ -422,20 +470,27 @@ llvm::Error Executable::bind(std::vector<HostArray> newInputs) {
 
 llvm::Error Executable::pack(llvm::ArrayRef<const Buffer *> weights,
                              std::vector<Buffer> &out) {
-  return call(packName, weights, packedTypes,
-              [&](MutableArrayRef<RawResult> results) {
-                for (RawResult &r : results) {
-                  size_t rank = r.type->shape.size();
-                  Buffer b;
-                  b.data = reinterpret_cast<char *>(r.words[1]) +
-                           r.words[2] * byteSize(r.type->type);
-                  b.allocation =
-                      r.ours ? reinterpret_cast<void *>(r.words[0]) : nullptr;
-                  r.taken = r.ours;
-                  b.shape.assign(r.words + 3, r.words + 3 + rank);
-                  out.push_back(std::move(b));
-                }
-              });
+  return call(
+      packName, weights, packedTypes, [&](MutableArrayRef<RawResult> results) {
+        for (RawResult &r : results) {
+          size_t rank = r.type->shape.size();
+          Buffer b;
+          b.data = reinterpret_cast<char *>(r.words[1]) +
+                   r.words[2] * byteSize(r.type->type);
+          b.allocation =
+              r.ours ? reinterpret_cast<void *>(r.words[0]) : nullptr;
+          r.taken = r.ours;
+          b.shape.assign(r.words + 3, r.words + 3 + rank);
+          int64_t last = 0;
+          bool empty = false;
+          for (size_t d = 0; d < rank; ++d) {
+            empty |= r.words[3 + d] <= 0;
+            last += (r.words[3 + d] - 1) * r.words[3 + rank + d];
+          }
+          b.spanBytes = empty ? 0 : size_t(last + 1) * byteSize(r.type->type);
+          out.push_back(std::move(b));
+        }
+      });
 }
 
 llvm::Error Executable::callEntry(llvm::ArrayRef<const Buffer *> activations,
@@ -669,6 +724,10 @@ llvm::Error Executable::packWeights(llvm::ArrayRef<ArrayView> weights) {
     release(newWeights);
     return err;
   }
+  // The values handed over before are the caller's to replace now.
+  for (auto [data, bytes] : handedOver)
+    linfuse_cpu_forget_weights(data, int64_t(bytes));
+  handedOver.clear();
   release(packed);
   release(weightBuffers);
   packed = std::move(newPacked);

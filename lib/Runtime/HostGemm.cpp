@@ -635,15 +635,16 @@ int32_t linfuse_cpu_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
     }
   }
 
-  // The fallback reads B's plain values, which a caller may have handed
-  // over (linfuse_cpu_hand_over_weights): only oneDNN's copies are left.
-  if ((flags & LINFUSE_GEMM_CONSTANT_B) && handedOver(p.b.data))
+  // The fallback reads B's plain values, which may have been handed over
+  // (linfuse_cpu_hand_over_weights) and dropped: only copies are left.
+  if ((flags & LINFUSE_GEMM_CONSTANT_B) &&
+      plainValuesGone(p.b.data, p.b.spanBytes(p.b.elementSize)))
     return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
                 "%s: the weight at %p was handed over to its reordered "
                 "copies, but this %" PRId64 "x%" PRId64 "x%" PRId64
                 " product cannot read them (a oneDNN copy serves only "
                 "single products with alpha 1 and beta 0)",
-                kFn, p.b.data, p.m, p.k, p.n);
+                kFn, static_cast<void *>(p.b.data), p.m, p.k, p.n);
   countFallbackGemmCall();
   if (ab_type == LINFUSE_I8) {
     integerGemm(p, transA, transB, hasBias, beta != 0.0f);

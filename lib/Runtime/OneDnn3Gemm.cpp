@@ -469,8 +469,9 @@ bool linfuse::runtime::oneDnn3Gemm(int32_t abType, int32_t cType,
   v3::Handle s = stream();
   if (!entry.primitive || !s)
     return false;
-  // Handed-over values are read only through a reordered copy.
-  if (constantB && handedOver(b.data) && !entry.reorderB)
+  // Values handed over and dropped are read only through a copy.
+  if (constantB && !entry.reorderB &&
+      plainValuesGone(b.data, b.spanBytes(dtypeBytes(abType))))
     return false;
   v3::Handle packed = nullptr;
   if (entry.reorderB && !(packed = packedWeight(key, entry, b.data, s)))

@@ -236,15 +236,18 @@ public:
         return c.memory;
     // Another layout's copy is the source where there is one: the plain
     // values may be gone (handed over, or pages of a file released).
-    if (copies.empty() && handedOver(data))
+    size_t bytes = size_t(span(key) * dtypeBytes(type));
+    bool fromPlain = copies.empty();
+    if (fromPlain && plainValuesGone(data, bytes))
       return Memory();
-    Memory memory = make(copies.empty() ? nullptr : &copies.front());
+    Memory memory = make(fromPlain ? nullptr : &copies.front());
     if (memory) {
       copies.push_back({packed, memory});
-      // The copy is what GEMMs at M > 1 read now: the source's pages, where
-      // they are a mapped weights file's, can leave memory (a one-row GEMM
-      // maps them again).
-      releaseMappedPages(data, size_t(span(key) * dtypeBytes(type)));
+      // The copy is what GEMMs read now: the source's pages can leave
+      // memory where they are a mapped weights file's (a one-row GEMM maps
+      // them again) or were handed over.
+      if (fromPlain)
+        reorderedFrom(data, bytes);
     }
     return memory;
   }

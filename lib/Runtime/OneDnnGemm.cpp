@@ -473,8 +473,9 @@ bool linfuse::runtime::oneDnnGemm(int32_t abType, int32_t cType,
   if (!entry.primitive || !s)
     return false;
 
-  // Handed-over values are read only through a reordered copy.
-  if (constantB && handedOver(b.data) && !entry.reorderB)
+  // Values handed over and dropped are read only through a copy.
+  if (constantB && !entry.reorderB &&
+      plainValuesGone(b.data, b.spanBytes(dtypeBytes(abType))))
     return false;
   dnnl_memory_t packed = nullptr;
   if (entry.reorderB && !(packed = packedWeight(key, entry, b.data, s)))

@@ -8,6 +8,7 @@
 #ifndef LINFUSE_LIB_RUNTIME_ONEDNNGEMM_H
 #define LINFUSE_LIB_RUNTIME_ONEDNNGEMM_H
 
+#include <cstddef>
 #include <cstdint>
 
 namespace linfuse::runtime {
@@ -19,6 +20,15 @@ struct GemmMatrix {
   char *data = nullptr;
   int64_t batch = 1, rows = 1, cols = 0;
   int64_t batchStride = 0, rowStride = 0, colStride = 1;
+
+  /// Bytes from the first element to one past the last (0 when empty).
+  size_t spanBytes(int64_t elementBytes) const {
+    if (batch <= 0 || rows <= 0 || cols <= 0)
+      return 0;
+    return size_t(1 + (batch - 1) * batchStride + (rows - 1) * rowStride +
+                  (cols - 1) * colStride) *
+           size_t(elementBytes);
+  }
 };
 
 /// C = epilogue(op(A) * op(B) + bias) with oneDNN's matmul, reading and

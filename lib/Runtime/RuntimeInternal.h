@@ -37,9 +37,20 @@ inline bool keepsWeightCopies() {
   return weightReorder() != LINFUSE_REORDER_NEVER;
 }
 
-/// Whether the plain values at `data` were handed over
-/// (linfuse_cpu_hand_over_weights): only reordered copies may be read.
+/// Whether `data` lies in a range handed over
+/// (linfuse_cpu_hand_over_weights): its copies outlive
+/// linfuse_cpu_release_packed_weights.
 bool handedOver(const void *data);
+
+/// Whether any of [data, data + bytes) was dropped after its reordering
+/// (a handed-over range's): only reordered copies may be read there.
+bool plainValuesGone(const void *data, size_t bytes);
+
+/// Called once `bytes` at `data` were reordered from their plain values:
+/// the whole pages among them leave memory where they lie in a mapped
+/// weights file (releaseMappedPages) or in a handed-over range (they are
+/// then recorded as gone).
+void reorderedFrom(const void *data, size_t bytes);
 
 /// The source ranges [begin, end) of the weights oneDNN 2 and 3 keep
 /// reordered copies of, appended to `out` (OneDnnGemm.cpp,

@@ -3,8 +3,10 @@
 // The host backend reads a constant weight (LINFUSE_GEMM_CONSTANT_B) from a
 // copy in oneDNN's layout, made on its first use (OneDnnCommon.h's
 // PackedWeights). Which products do is a process-wide mode; with every
-// product on the copies, the caller may hand the plain values over: the
-// copies then become the only ones, and outlive
+// product on the copies, the caller may hand the plain values over: each
+// weight's pages are dropped as soon as its copy exists, so that memory
+// holds one copy of the weights even while the first call makes them, and
+// the copies, the only ones then, outlive
 // linfuse_cpu_release_packed_weights until linfuse_cpu_forget_weights.
 //
 //===----------------------------------------------------------------------===//
@@ -15,6 +17,9 @@
 #include <atomic>
 #include <cinttypes>
 #include <mutex>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 using namespace linfuse::runtime;
 
@@ -34,9 +39,17 @@ std::atomic<int32_t> &mode() {
   return m;
 }
 
-/// Handed-over ranges [begin, end), disjoint.
+/// Handed-over ranges [begin, end), and the whole pages in them whose
+/// values were dropped once reordered.
 std::mutex handedMutex;
-ByteRanges handed; // guarded by handedMutex
+ByteRanges handed, dropped; // guarded by handedMutex
+
+bool overlapsAny(const ByteRanges &ranges, uintptr_t begin, uintptr_t end) {
+  for (auto [b, e] : ranges)
+    if (begin < e && b < end)
+      return true;
+  return false;
+}
 
 /// Whether the union of `ranges` covers [begin, end).
 bool covers(ByteRanges ranges, uintptr_t begin, uintptr_t end) {
@@ -61,10 +74,27 @@ int32_t linfuse::runtime::weightReorder() {
 bool linfuse::runtime::handedOver(const void *data) {
   auto p = reinterpret_cast<uintptr_t>(data);
   std::lock_guard<std::mutex> lock(handedMutex);
-  for (auto [b, e] : handed)
-    if (p >= b && p < e)
-      return true;
-  return false;
+  return overlapsAny(handed, p, p + 1);
+}
+
+bool linfuse::runtime::plainValuesGone(const void *data, size_t bytes) {
+  auto p = reinterpret_cast<uintptr_t>(data);
+  std::lock_guard<std::mutex> lock(handedMutex);
+  return overlapsAny(dropped, p, p + bytes);
+}
+
+void linfuse::runtime::reorderedFrom(const void *data, size_t bytes) {
+  releaseMappedPages(data, bytes);
+  auto p = reinterpret_cast<uintptr_t>(data);
+  uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  // Whole pages only: the ones at either end may hold other weights.
+  uintptr_t first = (p + page - 1) / page * page;
+  uintptr_t last = (p + bytes) / page * page;
+  std::lock_guard<std::mutex> lock(handedMutex);
+  if (last <= first || !covers(handed, first, last))
+    return;
+  madvise(reinterpret_cast<void *>(first), last - first, MADV_DONTNEED);
+  dropped.push_back({first, last});
 }
 
 int32_t linfuse_cpu_set_weight_reorder(int32_t m) {
@@ -85,14 +115,11 @@ int32_t linfuse_cpu_weights_reordered(const void *data, int64_t bytes) {
   return covers(std::move(sources), begin, begin + uintptr_t(bytes)) ? 1 : 0;
 }
 
-int32_t linfuse_cpu_hand_over_weights(const void *data, int64_t bytes) {
-  if (!linfuse_cpu_weights_reordered(data, bytes))
+int32_t linfuse_cpu_hand_over_weights(void *data, int64_t bytes) {
+  if (!data || bytes <= 0)
     return fail(LINFUSE_ERROR_INVALID_ARGUMENT,
-                "linfuse_cpu_hand_over_weights: the %" PRId64
-                " bytes at %p are not all read from reordered copies "
-                "(run a GEMM on each weight first, with "
-                "LINFUSE_REORDER_ALWAYS)",
-                bytes, data);
+                "linfuse_cpu_hand_over_weights: no bytes at %p (%" PRId64 ")",
+                data, bytes);
   auto begin = reinterpret_cast<uintptr_t>(data);
   std::lock_guard<std::mutex> lock(handedMutex);
   handed.push_back({begin, begin + uintptr_t(bytes)});
@@ -106,11 +133,12 @@ void linfuse_cpu_forget_weights(const void *data, int64_t bytes) {
   uintptr_t end = begin + uintptr_t(bytes);
   {
     std::lock_guard<std::mutex> lock(handedMutex);
-    handed.erase(std::remove_if(handed.begin(), handed.end(),
-                                [&](const auto &r) {
-                                  return r.first >= begin && r.second <= end;
-                                }),
-                 handed.end());
+    for (ByteRanges *ranges : {&handed, &dropped})
+      ranges->erase(std::remove_if(ranges->begin(), ranges->end(),
+                                   [&](const auto &r) {
+                                     return r.first >= begin && r.second <= end;
+                                   }),
+                    ranges->end());
   }
   forgetOneDnnCopies(begin, end);
   forgetOneDnn3Copies(begin, end);

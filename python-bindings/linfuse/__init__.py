@@ -42,7 +42,8 @@ from ._report import Remark, Report
 
 __all__ = ["Error", "Remark", "Report", "Module", "Function", "optimize", "lower",
            "run_pipeline", "compile", "runtime_stats", "cuda_enabled",
-           "set_num_threads", "get_num_threads"]
+           "set_num_threads", "get_num_threads", "set_weight_reorder",
+           "get_weight_reorder"]
 
 #: Raised for unparsable IR, failing passes, bad inputs and runtime errors.
 Error = _linfuse.Error
@@ -67,6 +68,29 @@ def set_num_threads(n: int) -> int:
 def get_num_threads() -> int:
     """The host GEMMs' thread count (see `set_num_threads`)."""
     return _linfuse.get_num_threads()
+
+
+_REORDER_MODES = ("never", "above-one-row", "always")
+
+
+def set_weight_reorder(mode: str) -> str:
+    """Which host GEMMs read a weight from oneDNN's reordered copy of it
+    (made once per weight, a second copy in memory), process-wide:
+    "above-one-row" (the default: one-row products, decode, read the plain
+    layout fastest), "always" (every product, so that the plain values may
+    be given up: `linfuse.torch.compile(..., release_weights=True)`) or
+    "never" (one copy, slower for several rows). The default comes from
+    $LINFUSE_REORDER_WEIGHTS (0: never, all: always). Returns the previous
+    mode."""
+    if mode not in _REORDER_MODES:
+        raise ValueError(f"set_weight_reorder: mode must be one of "
+                         f"{', '.join(_REORDER_MODES)}; got {mode!r}")
+    return _REORDER_MODES[_linfuse.set_weight_reorder(_REORDER_MODES.index(mode))]
+
+
+def get_weight_reorder() -> str:
+    """The mode `set_weight_reorder` set."""
+    return _REORDER_MODES[_linfuse.get_weight_reorder()]
 
 
 def cuda_enabled() -> bool:
@@ -154,6 +178,19 @@ class Function:
         other in memory (contiguous, each starting where the previous one
         ends) become the merged weight as they are, without a copy."""
         return [list(g) for g in self._native.concatenated_weights]
+
+    def hand_over_weights(self, within: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """After `load_weights`, before the first call, with
+        `set_weight_reorder("always")`: hands the packed weights that this
+        function reads only as GEMM weights, and that lie in the weights
+        passed (not copies packing made) within one of the `within`
+        (address, bytes) ranges, over to the runtime: as soon as oneDNN has
+        reordered one, its pages leave memory (reading as zeros), and the
+        reordered copy is the only one. The caller must keep those addresses
+        reserved (mapped, not reused) while the function lives, and must not
+        read the values again. Returns every (address, bytes) range handed
+        over. CPU only ([] elsewhere)."""
+        return [tuple(r) for r in self._native.hand_over_weights(list(within))]
 
     def load_weights(self, *weights) -> None:
         """Packs the `linfuse.weight` arguments, in order, once. The arrays

@@ -228,6 +228,18 @@ PYBIND11_MODULE(_linfuse, m) {
       "set_num_threads", [](int32_t n) { return linfuse_set_num_threads(n); },
       py::arg("n"));
   m.def("get_num_threads", [] { return linfuse_get_num_threads(); });
+  m.def(
+      "set_weight_reorder",
+      [](int32_t mode) {
+        int32_t before = linfuse_cpu_set_weight_reorder(mode);
+        if (before < 0)
+          throw py::value_error("set_weight_reorder: mode must be 0 (never), "
+                                "1 (above one row) or 2 (always), got " +
+                                std::to_string(mode));
+        return before;
+      },
+      py::arg("mode"));
+  m.def("get_weight_reorder", [] { return linfuse_cpu_get_weight_reorder(); });
   m.def("cuda_enabled", [] {
 #ifdef LINFUSE_ENABLE_CUDA
     return true;
@@ -277,6 +289,21 @@ PYBIND11_MODULE(_linfuse, m) {
                                  groups.append(py::cast(g));
                                return groups;
                              })
+      .def(
+          "hand_over_weights",
+          [](CompiledFunction &f,
+             const std::vector<std::pair<uintptr_t, size_t>> &within) {
+            std::vector<std::pair<const void *, size_t>> ranges;
+            for (auto [address, bytes] : within)
+              ranges.push_back(
+                  {reinterpret_cast<const void *>(address), bytes});
+            py::list handed;
+            for (auto [data, bytes] : f.exe->handOverWeights(ranges))
+              handed.append(
+                  py::make_tuple(reinterpret_cast<uintptr_t>(data), bytes));
+            return handed;
+          },
+          py::arg("within"))
       .def_property_readonly(
           "weights_packed",
           [](const CompiledFunction &f) { return f.exe->hasPackedWeights(); })

@@ -99,3 +99,50 @@ func.func @main(%x: memref<4x8xf32>, %act: memref<8x16xf32>,
   linfuse.gemm ins(%x, %act : memref<4x8xf32>, memref<8x16xf32>) outs(%c4 : memref<4x16xf32>)
   return
 }
+
+// -----
+
+// Packed weights read only as GEMM B operands (whole, or in disjoint static
+// subviews, each in one orientation) are listed in `linfuse.gemm_only_packed`:
+// a caller may give their plain values up once the runtime reads them from
+// reordered copies. Negatives: one also copied out, one read as A, one read
+// as B and as A by the same GEMM, overlapping subviews, one read transposed
+// and as it is, one read by a batched GEMM.
+// CHECK-LABEL: func.func @gemm_only(
+// CHECK-SAME:    attributes {linfuse.gemm_only_packed = array<i64: 0, 4>, linfuse.pack_function = @gemm_only__pack}
+// CUDA-LABEL:  func.func @gemm_only(
+// CUDA-SAME:     attributes {linfuse.pack_function = @gemm_only__pack}
+func.func @gemm_only__pack(%w: memref<8x8xf32>) -> memref<8x8xf32> {
+  return %w : memref<8x8xf32>
+}
+func.func @gemm_only(%x: memref<8x8xf32>,
+                     %p0: memref<16x8xf32> {linfuse.packed = 0 : i64},
+                     %p1: memref<8x8xf32> {linfuse.packed = 1 : i64},
+                     %p2: memref<8x8xf32> {linfuse.packed = 2 : i64},
+                     %p3: memref<8x8xf32> {linfuse.packed = 3 : i64},
+                     %p4: memref<8x8xf32> {linfuse.packed = 4 : i64},
+                     %p5: memref<16x8xf32> {linfuse.packed = 5 : i64},
+                     %p6: memref<8x8xf32> {linfuse.packed = 6 : i64},
+                     %p7: memref<2x8x8xf32> {linfuse.packed = 7 : i64},
+                     %c: memref<8x8xf32>, %out: memref<8x8xf32>,
+                     %x3: memref<2x8x8xf32>, %c3: memref<2x8x8xf32>)
+    attributes {linfuse.pack_function = @gemm_only__pack} {
+  %s0 = memref.subview %p0[0, 0] [8, 8] [1, 1] : memref<16x8xf32> to memref<8x8xf32, strided<[8, 1]>>
+  %s1 = memref.subview %p0[8, 0] [8, 8] [1, 1] : memref<16x8xf32> to memref<8x8xf32, strided<[8, 1], offset: 64>>
+  linfuse.gemm ins(%x, %s0 : memref<8x8xf32>, memref<8x8xf32, strided<[8, 1]>>) outs(%c : memref<8x8xf32>) transpose_b
+  linfuse.gemm ins(%x, %s1 : memref<8x8xf32>, memref<8x8xf32, strided<[8, 1], offset: 64>>) outs(%c : memref<8x8xf32>) transpose_b
+  linfuse.gemm ins(%x, %p1 : memref<8x8xf32>, memref<8x8xf32>) outs(%c : memref<8x8xf32>)
+  memref.copy %p1, %out : memref<8x8xf32> to memref<8x8xf32>
+  linfuse.gemm ins(%p2, %x : memref<8x8xf32>, memref<8x8xf32>) outs(%c : memref<8x8xf32>)
+  linfuse.gemm ins(%p3, %p3 : memref<8x8xf32>, memref<8x8xf32>) outs(%c : memref<8x8xf32>)
+  linfuse.gemm ins(%x, %p4 : memref<8x8xf32>, memref<8x8xf32>) outs(%c : memref<8x8xf32>)
+  linfuse.gemm ins(%x, %p4 : memref<8x8xf32>, memref<8x8xf32>) outs(%c : memref<8x8xf32>)
+  %o0 = memref.subview %p5[0, 0] [8, 8] [1, 1] : memref<16x8xf32> to memref<8x8xf32, strided<[8, 1]>>
+  %o1 = memref.subview %p5[4, 0] [8, 8] [1, 1] : memref<16x8xf32> to memref<8x8xf32, strided<[8, 1], offset: 32>>
+  linfuse.gemm ins(%x, %o0 : memref<8x8xf32>, memref<8x8xf32, strided<[8, 1]>>) outs(%c : memref<8x8xf32>) transpose_b
+  linfuse.gemm ins(%x, %o1 : memref<8x8xf32>, memref<8x8xf32, strided<[8, 1], offset: 32>>) outs(%c : memref<8x8xf32>) transpose_b
+  linfuse.gemm ins(%x, %p6 : memref<8x8xf32>, memref<8x8xf32>) outs(%c : memref<8x8xf32>) transpose_b
+  linfuse.gemm ins(%x, %p6 : memref<8x8xf32>, memref<8x8xf32>) outs(%c : memref<8x8xf32>)
+  linfuse.gemm ins(%x3, %p7 : memref<2x8x8xf32>, memref<2x8x8xf32>) outs(%c3 : memref<2x8x8xf32>)
+  return
+}

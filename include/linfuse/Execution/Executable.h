@@ -158,6 +158,21 @@ public:
     return weightGroups;
   }
 
+  /// Hands the plain values of packed weights over to the host runtime
+  /// (linfuse_cpu_hand_over_weights): their pages leave memory as soon as
+  /// oneDNN has reordered them, and the reordered copies become the only
+  /// ones. Only where that is safe: the entry reads the packed weight only
+  /// as GEMM B operands (`linfuse.gemm_only_packed`), it lies in the
+  /// caller's weights (a view, not a buffer packing made) and within one of
+  /// `within` (memory whose addresses the caller keeps reserved while this
+  /// executable lives: its end forgets the copies), and no other packed
+  /// weight overlaps it. Call it after packWeights() and
+  /// before the first call, with the runtime in LINFUSE_REORDER_ALWAYS
+  /// (else one-row products need the plain values, and fail). Returns every
+  /// range handed over so far; CPU only (nothing elsewhere).
+  std::vector<std::pair<const void *, size_t>>
+  handOverWeights(llvm::ArrayRef<std::pair<const void *, size_t>> within);
+
   /// Where the compiled code's buffers live.
   Target target() const { return targetKind; }
 
@@ -167,6 +182,9 @@ public:
     void *data = nullptr;       // What the descriptor points to.
     void *allocation = nullptr; // What to free (nullptr: not ours).
     llvm::SmallVector<int64_t> shape;
+    /// Bytes from the first element to one past the last (a packed result,
+    /// which may be strided).
+    size_t spanBytes = 0;
   };
 
 private:
@@ -220,6 +238,10 @@ private:
   llvm::SmallVector<TensorSignature> packedTypes;
   /// See concatenatedWeights().
   std::vector<std::vector<unsigned>> weightGroups;
+  /// Packed weights the entry reads only as GEMM B operands (by number).
+  std::vector<bool> gemmOnlyPacked;
+  /// What handOverWeights() handed over.
+  std::vector<std::pair<const void *, size_t>> handedOver;
   /// The bound inputs (host copies) and what the code reads: the same
   /// memory on the CPU, device copies uploaded once at bind on CUDA.
   std::vector<HostArray> inputs;

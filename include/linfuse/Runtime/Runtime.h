@@ -205,15 +205,18 @@ LINFUSE_RUNTIME_EXPORT int32_t linfuse_cpu_get_weight_reorder(void);
 LINFUSE_RUNTIME_EXPORT int32_t linfuse_cpu_weights_reordered(const void *data,
                                                              int64_t bytes);
 
-/* Declares that the caller gives up the plain values at [data, data +
- * bytes): later GEMMs on weights there read only their reordered copies,
- * which linfuse_cpu_release_packed_weights then keeps, and one that would
- * need the plain values (a product no copy serves) fails with
- * LINFUSE_ERROR_INVALID_ARGUMENT instead of reading them. The addresses must
- * stay reserved (not reused for other data) until
- * linfuse_cpu_forget_weights. Fails, changing nothing, unless the range is
- * linfuse_cpu_weights_reordered. */
-LINFUSE_RUNTIME_EXPORT int32_t linfuse_cpu_hand_over_weights(const void *data,
+/* Hands the plain values at [data, data + bytes), memory of the caller's
+ * that only GEMMs read (as constant B), over to the runtime: as soon as a
+ * weight there has its reordered copy, its whole pages are returned to the
+ * system (madvise MADV_DONTNEED: private anonymous memory then reads as
+ * zeros), so that memory holds one copy of the weights. GEMMs there read
+ * only the copies (use LINFUSE_REORDER_ALWAYS, or one-row products would
+ * need the plain values); one that would need dropped values fails with
+ * LINFUSE_ERROR_INVALID_ARGUMENT instead of reading them. The copies
+ * outlive linfuse_cpu_release_packed_weights, and the addresses must stay
+ * reserved (mapped, not reused for other data) until
+ * linfuse_cpu_forget_weights. */
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_cpu_hand_over_weights(void *data,
                                                              int64_t bytes);
 
 /* Destroys the reordered copies of weights that lie in [data, data + bytes)

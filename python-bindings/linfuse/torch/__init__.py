@@ -65,7 +65,8 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[Any] = (),
             example_kwargs: dict | None = None, *, dynamic_shapes=None,
             target: str = "cpu", optimize: bool = True,
             strict: bool = False,
-            weights: str = "arguments") -> CompiledModule | PartitionedModule:
+            weights: str = "arguments",
+            release_weights: bool = False) -> CompiledModule | PartitionedModule:
     """Exports `model` on `example_inputs` (and `example_kwargs`), imports,
     optimizes and compiles it.
 
@@ -89,6 +90,18 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[Any] = (),
     and again only after one changes, so compile time and memory do not
     grow with their bytes. `weights="constants"` embeds them in the module
     (the code is then self-contained, compiled for these exact values).
+
+    `release_weights=True` hands the model's weights over to the compiled
+    code, as Inductor's `freezing_discard_parameters` does, so that memory
+    holds one copy of them (oneDNN's reordered one) instead of two: the
+    first call switches the process to `linfuse.set_weight_reorder(
+    "always")` and runs; then every parameter linfuse reads only as a GEMM
+    weight becomes an empty tensor and its memory goes back to the system.
+    The original model can no longer run (its forward fails), the weights
+    cannot change afterwards (the next call raises), and one-row calls
+    (decode) read the reordered layout, which is slower there than the
+    plain one (Benchmarks.md). Needs the whole model in one linfuse
+    function: a model that would be partitioned raises `linfuse.Error`.
     """
     timings = {}
     start = time.perf_counter()
@@ -97,9 +110,13 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[Any] = (),
     start = time.perf_counter()
     try:
         imported = import_program(ep, weights=weights)
-    except UnsupportedOperatorError:
+    except UnsupportedOperatorError as unsupported:
         if strict:
             raise
+        if release_weights:
+            raise linfuse.Error(
+                "release_weights=True needs the whole model in one linfuse function, "
+                f"but {unsupported}") from unsupported
         return _partitioned(ep, target, optimize, timings, tuple(example_inputs),
                             example_kwargs)
     timings["import"] = time.perf_counter() - start
@@ -107,8 +124,12 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[Any] = (),
     module = linfuse.compile(imported.ir, target=target, optimize=optimize,
                              entry=imported.func_name)
     timings["compile"] = time.perf_counter() - start
+    if release_weights and (target != "cpu" or weights != "arguments"):
+        raise linfuse.Error("release_weights=True needs target=\"cpu\" and "
+                            "weights=\"arguments\"")
     return CompiledModule(module[imported.func_name], imported, ep, timings,
-                          tuple(example_inputs), example_kwargs)
+                          tuple(example_inputs), example_kwargs,
+                          release_weights=release_weights)
 
 
 def _partitioned(ep: torch.export.ExportedProgram, target: str, optimize: bool,

@@ -19,7 +19,8 @@ from torch.utils import _pytree as pytree
 import linfuse
 
 from .importer import ImportedProgram, exported_tensor
-from .runtime import call_native, pack_if_changed, result_converters, to_input as _to_input
+from .runtime import (call_native, pack_if_changed, place_merged_weights, release_weights,
+                      result_converters, to_input as _to_input)
 
 __all__ = ["CompiledModule", "PartitionedModule"]
 
@@ -140,7 +141,8 @@ class CompiledModule(_ExportedCall):
 
     def __init__(self, function: "linfuse.Function", imported: ImportedProgram,
                  exported: torch.export.ExportedProgram, timings: dict[str, float],
-                 example_args: tuple = (), example_kwargs: dict | None = None):
+                 example_args: tuple = (), example_kwargs: dict | None = None,
+                 release_weights: bool = False):
         self._function = function
         self._call = function._native      # the per-call path stays short
         # numpy results -> tensors over the same memory, one converter each.
@@ -160,11 +162,37 @@ class CompiledModule(_ExportedCall):
         #: How often the weights were packed, and the seconds it took.
         self.packs = 0
         self.pack_seconds = 0.0
+        #: Bytes of the model's weights given up after the first call
+        #: (`release_weights=True`), None before it.
+        self.released_bytes = None
+        self._release = release_weights and bool(self._weights)
+        self._kept_key = None
 
     @property
     def report(self) -> "linfuse.Report":
         """What linfuse merged and folded, with the model's source lines."""
         return self._function.report
+
+    def _pack(self) -> None:
+        if self.released_bytes is not None:
+            # Released weights are the runtime's now; the others are read
+            # in place, so a change would go unseen: refused.
+            key = tuple((w.data_ptr(), w._version) for w in self._weights)
+            if key != self._kept_key:
+                raise linfuse.Error(
+                    "the model's weights changed after linfuse.torch.compile("
+                    "release_weights=True) gave them up: compile the model again")
+            return
+        if self._release:
+            linfuse.set_weight_reorder("always")
+            place_merged_weights(self._function, self._weights, everything=True)
+        seconds = pack_if_changed(self._function, self._weights)
+        if seconds is not None:
+            self.packs += 1
+            self.pack_seconds += seconds
+        if self._release:
+            self.released_bytes = release_weights(self._function, self._weights)
+            self._kept_key = tuple((w.data_ptr(), w._version) for w in self._weights)
 
     @property
     def ir(self) -> str:
@@ -183,13 +211,10 @@ class CompiledModule(_ExportedCall):
         tensors = self._tensors(self._leaves(args, kwargs))
         self._sizes.check(tensors)
         if self._weights:
-            seconds = pack_if_changed(self._function, self._weights)
-            if seconds is not None:
-                self.packs += 1
-                self.pack_seconds += seconds
-        return self._structured(call_native(
-            self._call, [_to_input(t, i) for i, t in enumerate(tensors)],
-            self._converters))
+            self._pack()
+        outputs = call_native(self._call, [_to_input(t, i) for i, t in enumerate(tensors)],
+                              self._converters)
+        return self._structured(outputs)
 
     def __repr__(self) -> str:
         return (f"<linfuse.torch.CompiledModule ({', '.join(self.imported.input_types)}) "

@@ -123,7 +123,8 @@ def _adjacent(tensors: list[torch.Tensor]) -> bool:
                for a, b in zip(tensors, tensors[1:]))
 
 
-def place_merged_weights(function: "linfuse.Function", weights: list) -> int:
+def place_merged_weights(function: "linfuse.Function", weights: list,
+                         everything: bool = False) -> int:
     """Puts the weights of each group that `function`'s packing concatenates
     (`concatenated_weights`: gate and up, Q/K/V) one after the other in one
     new block of memory, so that packing views them as the merged weight
@@ -135,16 +136,22 @@ def place_merged_weights(function: "linfuse.Function", weights: list) -> int:
     twice. Groups with a tensor that is not an `nn.Parameter` (a buffer, or
     an alias of one), a view, on a GPU, or already adjacent are left as
     they are (packing then copies), and so is everything with
-    $LINFUSE_SHARE_WEIGHTS=0. Returns the bytes moved."""
-    if os.environ.get("LINFUSE_SHARE_WEIGHTS", "1") == "0":
+    $LINFUSE_SHARE_WEIGHTS=0. `everything`: every other placeable weight
+    moves too, into a block of its own, and the blocks are kept on
+    `function` (`_weight_blocks`) whatever becomes of the tensors, so that
+    their addresses stay reserved (`release_weights`). Returns the bytes
+    moved."""
+    if os.environ.get("LINFUSE_SHARE_WEIGHTS", "1") == "0" and not everything:
         return 0
     moved, seen = 0, set()
-    for group in function.concatenated_weights:
-        tensors = [weights[i] for i in group]
+    groups = [[weights[i] for i in g] for g in function.concatenated_weights]
+    if everything:
+        groups += [[w] for w in weights]
+    for tensors in groups:
         if any(id(t) in seen for t in tensors) or not _placeable(tensors):
             continue
         seen.update(id(t) for t in tensors)
-        if _adjacent(tensors):
+        if _adjacent(tensors) and not (everything and len(tensors) == 1):
             continue
         # One block, a storage per tensor over its part (torch.frombuffer
         # keeps the block alive); normal tensors even under inference_mode,
@@ -152,7 +159,10 @@ def place_merged_weights(function: "linfuse.Function", weights: list) -> int:
         # anonymous mapping, not a bytearray: its pages are touched only as
         # the copies fill them, while the old storages are freed one by one
         # (a bytearray's zero fill would hold the whole group twice).
-        block = mmap.mmap(-1, sum(t.numel() * t.element_size() for t in tensors))
+        # Private: pages the runtime drops (release_weights) are freed, not
+        # kept by a shared memory object as MAP_SHARED's would be.
+        block = mmap.mmap(-1, sum(t.numel() * t.element_size() for t in tensors),
+                          flags=mmap.MAP_PRIVATE)
         offset = 0
         with torch.inference_mode(False), torch.no_grad():
             for t in tensors:
@@ -161,8 +171,34 @@ def place_merged_weights(function: "linfuse.Function", weights: list) -> int:
                 part.copy_(t)
                 t.data = part
                 offset += t.numel() * t.element_size()
+        if everything:
+            function.__dict__.setdefault("_weight_blocks", []).append(block)
         moved += len(block)
     return moved
+
+
+def release_weights(function: "linfuse.Function", weights: list) -> int:
+    """After `function` packed `weights` and before it runs, with the runtime
+    in `set_weight_reorder("always")`: hands over the weights it reads only
+    as GEMM weights and that `place_merged_weights(..., everything=True)`
+    moved into its blocks (`Function.hand_over_weights`; the blocks stay
+    mapped, so the runtime's copies keep their addresses). Their pages
+    leave memory as oneDNN reorders them, so each such tensor becomes an
+    empty one now (`tensor.data`): a later use fails instead of reading
+    zeros. Returns the bytes handed over."""
+    blocks = [(torch.frombuffer(b, dtype=torch.uint8).data_ptr(), len(b))
+              for b in function.__dict__.get("_weight_blocks", ())]
+    ranges = function.hand_over_weights(blocks) if blocks else []
+    released = 0
+    for w in weights:
+        if w.device.type != "cpu" or w.numel() == 0:
+            continue
+        start, end = w.data_ptr(), w.data_ptr() + w.numel() * w.element_size()
+        if any(start < a + n and a < end for a, n in ranges):
+            with torch.inference_mode(False), torch.no_grad():
+                w.data = torch.empty(0, dtype=w.dtype)
+            released += end - start
+    return released
 
 
 def pack_if_changed(function: "linfuse.Function", weights: list) -> float | None:

@@ -1,0 +1,209 @@
+"""linfuse.torch.compile(..., release_weights=True): the model's GEMM
+weights are handed over to the runtime's reordered copies, so that memory
+holds one copy of them. Checked: results against eager (computed before
+compiling) for every number of rows, one-row calls included, across many
+calls; which parameters are released (GEMM weights) and which are kept
+(norm scales, a weight an embedding also reads); that the released values
+really left memory (their pages read as zeros) while copies elsewhere
+(a state_dict taken before) keep theirs; and the errors: a changed weight
+after release, the original model run again, a model linfuse partitions."""
+
+import mmap
+
+import pytest
+import torch
+from torch import nn
+from torch.export import Dim
+
+import linfuse
+import linfuse.torch as lt
+
+
+@pytest.fixture(autouse=True)
+def restore_reorder_mode():
+    """release_weights switches the process to reordering every product;
+    the other tests expect the default."""
+    before = linfuse.get_weight_reorder()
+    yield
+    linfuse.set_weight_reorder(before)
+
+
+def rel_err(got, want):
+    return ((got.float() - want.float()).abs().max() / want.float().abs().max()).item()
+
+
+class MlpStack(nn.Module):
+    """LLaMA MLP layers: x + down(silu(gate(rms(x))) * up(rms(x)))."""
+
+    def __init__(self, layers=2, hidden=128, inter=352, dtype=torch.float32):
+        super().__init__()
+        self.norms = nn.ParameterList(
+            nn.Parameter(1 + 0.1 * torch.randn(hidden, dtype=dtype)) for _ in range(layers))
+        self.gates = nn.ModuleList(nn.Linear(hidden, inter, bias=False, dtype=dtype)
+                                   for _ in range(layers))
+        self.ups = nn.ModuleList(nn.Linear(hidden, inter, bias=False, dtype=dtype)
+                                 for _ in range(layers))
+        self.downs = nn.ModuleList(nn.Linear(inter, hidden, bias=False, dtype=dtype)
+                                   for _ in range(layers))
+
+    def forward(self, x):
+        for norm, gate, up, down in zip(self.norms, self.gates, self.ups, self.downs):
+            y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * norm
+            x = x + down(nn.functional.silu(gate(y)) * up(y))
+        return x
+
+
+def _compile(model, x):
+    return lt.compile(model, (x,), dynamic_shapes=({0: Dim("m", min=1, max=1024)},),
+                      release_weights=True)
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
+def test_results_for_every_row_count_after_release(dtype, tol):
+    torch.manual_seed(0)
+    model = MlpStack(dtype=dtype).eval()
+    xs = [torch.randn(m, 128, dtype=dtype) for m in (16, 1, 5, 1, 40, 3, 16)]
+    gemm_weights = [m.weight for m in (*model.gates, *model.ups, *model.downs)]
+    gemm_bytes = sum(w.numel() * w.element_size() for w in gemm_weights)
+    with torch.no_grad():
+        want = [model(x) for x in xs]
+        compiled = _compile(model, xs[0])
+        assert compiled.released_bytes is None
+        got = [compiled(x) for x in xs]
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and rel_err(g, w) < tol
+    assert linfuse.get_weight_reorder() == "always"
+    assert compiled.released_bytes == gemm_bytes
+    assert all(w.numel() == 0 for w in gemm_weights)
+    assert all(n.shape == (128,) for n in model.norms)      # read by the norm: kept
+    assert compiled.packs == 1
+    # The original model cannot run any more: an error, not zeros.
+    with pytest.raises(RuntimeError):
+        model(xs[0])
+
+
+def test_released_values_leave_memory_but_earlier_aliases_keep_theirs():
+    torch.manual_seed(1)
+    model = MlpStack(layers=1, hidden=256, inter=1024).eval()
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    aliases = model.state_dict()       # detached tensors over the same storages
+    x = torch.randn(8, 256)
+    with torch.no_grad():
+        want = model(x)
+        compiled = _compile(model, x)
+        got = compiled(x)
+        compiled(x[:1])
+    assert rel_err(got, want) < 1e-5
+    # The blocks the weights were moved into: whole pages of released
+    # weights (gate and up, down; not the norm's 1 KiB) read as zeros once
+    # oneDNN has reordered them.
+    blocks = [b for b in compiled._function.__dict__["_weight_blocks"]
+              if len(b) >= 2**20]
+    assert len(blocks) == 2
+    for block in blocks:
+        view = memoryview(block)
+        middle = len(block) // 2 // mmap.PAGESIZE * mmap.PAGESIZE
+        assert bytes(view[middle:middle + mmap.PAGESIZE]) == bytes(mmap.PAGESIZE)
+        view.release()
+    # The state_dict taken before still reads the original values: the
+    # parameters were moved, not their old storage dropped.
+    for name, value in aliases.items():
+        assert torch.equal(value, state[name]), name
+
+
+class AlsoReadElementwise(nn.Module):
+    """A weight that a GEMM reads and an element-wise product with an
+    activation reads too, and one that packing alone reads besides its
+    GEMM (a row of it, computed once)."""
+
+    def __init__(self, hidden=32):
+        super().__init__()
+        self.proj = nn.Linear(hidden, hidden, bias=False)
+        self.head = nn.Linear(hidden, hidden, bias=False)
+        self.out = nn.Linear(hidden, hidden, bias=False)
+
+    def forward(self, x):
+        y = torch.relu(self.proj(x)) * self.proj.weight[0]
+        z = self.head(y) + torch.relu(y.unsqueeze(1) + self.head.weight).sum(-1)
+        return self.out(z)
+
+
+def test_a_weight_read_by_something_else_than_gemms_is_kept():
+    torch.manual_seed(2)
+    model = AlsoReadElementwise().eval()
+    x = torch.randn(7, 32)
+    with torch.no_grad():
+        want = model(x)
+        compiled = _compile(model, x)
+        got = [compiled(x), compiled(x[:1]), compiled(x)]
+    assert isinstance(compiled, lt.CompiledModule)
+    assert rel_err(got[0], want) < 1e-5 and rel_err(got[2], want) < 1e-5
+    assert rel_err(got[1], want[:1]) < 1e-5
+    assert model.head.weight.shape == (32, 32)         # the product reads it
+    assert model.proj.weight.numel() == 0              # a GEMM, and packing
+    assert model.out.weight.numel() == 0
+    assert compiled.released_bytes == 2 * 32 * 32 * 4
+
+
+class TwoWaysAndMerged(nn.Module):
+    """`w` read by two GEMMs, as W^T and as W (a copy per orientation, the
+    second would be made from values already dropped), and merged with `v`
+    (Q/K-like) so that there is a packing function; `u` once, transposed."""
+
+    def __init__(self, hidden=64):
+        super().__init__()
+        self.w = nn.Linear(hidden, hidden, bias=False)
+        self.v = nn.Linear(hidden, hidden, bias=False)
+        self.u = nn.Linear(hidden, hidden, bias=False)
+
+    def forward(self, x):
+        return self.u(self.w(x) * self.v(x) + torch.relu(x) @ self.w.weight)
+
+
+def test_a_weight_read_in_two_orientations_is_kept():
+    torch.manual_seed(4)
+    model = TwoWaysAndMerged().eval()
+    xs = [torch.randn(m, 64) for m in (6, 1, 17, 1)]
+    with torch.no_grad():
+        want = [model(x) for x in xs]
+        compiled = _compile(model, xs[0])
+        got = [compiled(x) for x in xs]
+    for g, w in zip(got, want):
+        assert rel_err(g, w) < 1e-5
+    assert model.w.weight.shape == (64, 64) and model.v.weight.shape == (64, 64)
+    assert model.u.weight.numel() == 0
+    assert compiled.released_bytes == 64 * 64 * 4
+
+
+def test_a_changed_weight_after_release_is_refused():
+    torch.manual_seed(3)
+    model = MlpStack(layers=1).eval()
+    x = torch.randn(4, 128)
+    with torch.no_grad():
+        compiled = _compile(model, x)
+        compiled(x)
+        model.norms[0].mul_(2)
+        with pytest.raises(linfuse.Error, match="changed after .*release_weights"):
+            compiled(x)
+
+
+def test_a_partitioned_model_is_refused():
+    class Sorts(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(16, 16)
+
+        def forward(self, x):
+            return torch.sort(self.proj(x), dim=-1).values
+
+    x = torch.randn(3, 16)
+    with pytest.raises(linfuse.Error, match="release_weights=True needs the whole model"):
+        lt.compile(Sorts().eval(), (x,), release_weights=True)
+
+
+def test_set_weight_reorder_checks_its_mode():
+    before = linfuse.set_weight_reorder("never")
+    assert linfuse.get_weight_reorder() == "never"
+    assert linfuse.set_weight_reorder(before) == "never"
+    with pytest.raises(ValueError, match="mode must be one of"):
+        linfuse.set_weight_reorder("sometimes")
