@@ -151,7 +151,8 @@ def place_merged_weights(function: "linfuse.Function", weights: list,
         if any(id(t) in seen for t in tensors) or not _placeable(tensors):
             continue
         seen.update(id(t) for t in tensors)
-        if _adjacent(tensors) and not (everything and len(tensors) == 1):
+        if (_in_blocks(function, tensors) if everything and len(tensors) == 1
+                else _adjacent(tensors)):
             continue
         # One block, a storage per tensor over its part (torch.frombuffer
         # keeps the block alive); normal tensors even under inference_mode,
@@ -177,6 +178,21 @@ def place_merged_weights(function: "linfuse.Function", weights: list,
     return moved
 
 
+def _blocks(function: "linfuse.Function") -> list[tuple[int, int]]:
+    """(address, bytes) of the blocks `place_merged_weights(...,
+    everything=True)` made for `function`."""
+    return [(torch.frombuffer(b, dtype=torch.uint8).data_ptr(), len(b))
+            for b in function.__dict__.get("_weight_blocks", ())]
+
+
+def _in_blocks(function: "linfuse.Function", tensors: list[torch.Tensor]) -> bool:
+    """Whether every tensor lies in one of `function`'s blocks."""
+    blocks = _blocks(function)
+    return all(any(a <= t.data_ptr() and
+                   t.data_ptr() + t.numel() * t.element_size() <= a + n for a, n in blocks)
+               for t in tensors)
+
+
 def release_weights(function: "linfuse.Function", weights: list) -> int:
     """After `function` packed `weights` and before it runs, with the runtime
     in `set_weight_reorder("always")`: hands over the weights it reads only
@@ -186,8 +202,7 @@ def release_weights(function: "linfuse.Function", weights: list) -> int:
     leave memory as oneDNN reorders them, so each such tensor becomes an
     empty one now (`tensor.data`): a later use fails instead of reading
     zeros. Returns the bytes handed over."""
-    blocks = [(torch.frombuffer(b, dtype=torch.uint8).data_ptr(), len(b))
-              for b in function.__dict__.get("_weight_blocks", ())]
+    blocks = _blocks(function)
     ranges = function.hand_over_weights(blocks) if blocks else []
     released = 0
     for w in weights:
