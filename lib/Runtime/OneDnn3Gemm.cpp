@@ -99,6 +99,9 @@ struct Api {
   Handle (*primitive_desc_query_md)(Handle, int what, int index);
   Status (*memory_desc_clone)(Handle *, Handle);
   Status (*memory_desc_destroy)(Handle);
+  Status (*memory_desc_create_submemory)(Handle *, Handle parent,
+                                         const int64_t *dims,
+                                         const int64_t *offsets);
   int (*memory_desc_equal)(Handle, Handle);
   Status (*reorder_primitive_desc_create)(Handle *, Handle src,
                                           Handle srcEngine, Handle dst,
@@ -162,6 +165,7 @@ const v3::Api *api() {
     load(a->primitive_desc_query_md, "dnnl_primitive_desc_query_md");
     load(a->memory_desc_clone, "dnnl_memory_desc_clone");
     load(a->memory_desc_destroy, "dnnl_memory_desc_destroy");
+    load(a->memory_desc_create_submemory, "dnnl_memory_desc_create_submemory");
     load(a->memory_desc_equal, "dnnl_memory_desc_equal");
     load(a->reorder_primitive_desc_create,
          "dnnl_reorder_primitive_desc_create");
@@ -400,6 +404,84 @@ v3::Handle reorderInto(v3::Handle fromDesc, void *from, v3::Handle to,
   return dst;
 }
 
+/// A handed-over plain weight `data` (B as `b` describes it) reordered
+/// into a new memory of layout `to` slice by slice (Slicing), each slice's
+/// pages dropped once copied; null (nothing dropped) where slicing does not
+/// apply or oneDNN has no reorder for a slice: the caller then reorders the
+/// whole weight.
+v3::Handle reorderInSlices(const Layout &b, int32_t type, void *data,
+                           v3::Handle to, v3::Handle s) {
+  const v3::Api *d = api();
+  int64_t elt = dtypeBytes(type);
+  Slicing slicing = Slicing::of(b, elt);
+  if (!slicing.step)
+    return nullptr;
+  int64_t dims[2] = {b.dims[1], b.dims[2]};
+  int64_t strides[2] = {b.strides[1], b.strides[2]};
+  // Every slice's reorder first: a failure then leaves all values in place.
+  struct Slice {
+    v3::Handle from = nullptr, into = nullptr, reorder = nullptr;
+    char *source;
+    int64_t bytes;
+  };
+  std::vector<Slice> slices;
+  bool ok = true;
+  for (int64_t at = 0; at < dims[slicing.dim] && ok; at += slicing.step) {
+    Slice slice;
+    int64_t part[2] = {dims[0], dims[1]}, offsets[2] = {0, 0};
+    part[slicing.dim] = std::min(slicing.step, dims[slicing.dim] - at);
+    offsets[slicing.dim] = at;
+    slice.source = static_cast<char *>(data) + at * slicing.sliceBytes;
+    slice.bytes = part[slicing.dim] * slicing.sliceBytes;
+    v3::Handle rpd = nullptr;
+    ok = d->memory_desc_create_with_strides(&slice.from, 2, part, typeOf(type),
+                                            strides) == v3::kSuccess &&
+         d->memory_desc_create_submemory(&slice.into, to, part, offsets) ==
+             v3::kSuccess &&
+         d->reorder_primitive_desc_create(&rpd, slice.from, d->engine,
+                                          slice.into, d->engine,
+                                          nullptr) == v3::kSuccess &&
+         d->primitive_create(&slice.reorder, rpd) == v3::kSuccess;
+    if (rpd)
+      d->primitive_desc_destroy(rpd);
+    slices.push_back(slice);
+  }
+  v3::Handle dst = nullptr;
+  void *handle = nullptr;
+  ok = ok &&
+       d->memory_create(&dst, to, d->engine, v3::allocate()) == v3::kSuccess &&
+       d->memory_get_data_handle(dst, &handle) == v3::kSuccess;
+  for (Slice &slice : slices) {
+    v3::Handle src = nullptr, sub = nullptr;
+    if (ok) {
+      ok =
+          d->memory_create(&src, slice.from, d->engine, slice.source) ==
+              v3::kSuccess &&
+          d->memory_create(&sub, slice.into, d->engine, handle) == v3::kSuccess;
+      v3::ExecArg args[2] = {{v3::kArgFrom, src}, {v3::kArgTo, sub}};
+      ok = ok &&
+           d->primitive_execute(slice.reorder, s, 2, args) == v3::kSuccess &&
+           d->stream_wait(s) == v3::kSuccess;
+      // Copied: these values are needed no more (the next slices' are).
+      if (ok)
+        reorderedFrom(slice.source, size_t(slice.bytes));
+    }
+    for (v3::Handle m : {src, sub})
+      if (m)
+        d->memory_destroy(m);
+    if (slice.reorder)
+      d->primitive_destroy(slice.reorder);
+    for (v3::Handle md : {slice.from, slice.into})
+      if (md)
+        d->memory_desc_destroy(md);
+  }
+  if (!ok && dst) {
+    d->memory_destroy(dst);
+    dst = nullptr;
+  }
+  return dst;
+}
+
 /// B's values in `entry.packedB`'s layout (reordered once, from another
 /// layout's copy where one exists), or null.
 v3::Handle packedWeight(const Key &key, const Entry &entry, void *data,
@@ -411,6 +493,10 @@ v3::Handle packedWeight(const Key &key, const Entry &entry, void *data,
   return packedWeights.find(
       data, key.ops.b, key.abType, entry.packedB, same,
       [&](const Copies::Copy *from) -> v3::Handle {
+        if (!from && handedOver(data))
+          if (v3::Handle m = reorderInSlices(key.ops.b, key.abType, data,
+                                             entry.packedB, s))
+            return m;
         if (!from)
           return reorderInto(entry.b, data, entry.packedB, entry.reorderB, s);
         void *handle = nullptr;

@@ -207,6 +207,35 @@ inline Layout withRows(const Layout &l, int64_t rows) {
   return r;
 }
 
+/// How a handed-over weight is reordered from its plain values: in slices
+/// of about kSliceBytes, each slice's pages leaving memory as soon as it is
+/// copied (so that the first call holds one weight's worth more than one
+/// copy only a slice at a time, not a whole merged weight), along `dim` of
+/// the 2-d B (0: its K rows, 1: its N columns), `step` at a time, a
+/// multiple of 64 (oneDNN's blocks); `step` 0: in one piece (slices that
+/// are not contiguous, or a weight of one slice).
+struct Slicing {
+  static constexpr int64_t kSliceBytes = 2 << 20;
+  int dim = 0;
+  int64_t step = 0;
+  int64_t sliceBytes = 0; // one row (dim 0) or column (dim 1), in bytes
+
+  static Slicing of(const Layout &b, int64_t elementBytes) {
+    int64_t dims[2] = {b.dims[1], b.dims[2]};
+    int64_t strides[2] = {b.strides[1], b.strides[2]};
+    Slicing s;
+    s.dim = strides[0] > strides[1] ? 0 : 1;
+    int other = 1 - s.dim;
+    if (b.dims[0] != 1 || strides[other] != 1 || strides[s.dim] != dims[other])
+      return {};
+    s.sliceBytes = dims[other] * elementBytes;
+    s.step = std::max<int64_t>(64, kSliceBytes / s.sliceBytes / 64 * 64);
+    if (s.step >= dims[s.dim])
+      return {};
+    return s;
+  }
+};
+
 /// Weights reordered into the layouts primitives read, by source address,
 /// layout and type: made on first use, kept until `clear` (which
 /// linfuse_cpu_release_packed_weights calls whenever an executable's weights

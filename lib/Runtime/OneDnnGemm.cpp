@@ -72,6 +72,7 @@ namespace {
   X(dnnl_primitive_execute)                                                    \
   X(dnnl_primitive_destroy)                                                    \
   X(dnnl_memory_desc_init_by_tag)                                              \
+  X(dnnl_memory_desc_init_submemory)                                           \
   X(dnnl_memory_desc_equal)                                                    \
   X(dnnl_primitive_desc_query_md)                                              \
   X(dnnl_reorder_primitive_desc_create)
@@ -428,6 +429,83 @@ dnnl_memory_t reorderInto(const dnnl_memory_desc_t &fromDesc, void *from,
   return dst;
 }
 
+/// A handed-over plain weight `data` (B as `b` describes it) reordered
+/// into a new memory of layout `to` slice by slice (Slicing), each slice's
+/// pages dropped once copied; null (nothing dropped) where slicing does not
+/// apply or oneDNN has no reorder for a slice: the caller then reorders the
+/// whole weight.
+dnnl_memory_t reorderInSlices(const Layout &b, int32_t type, void *data,
+                              const dnnl_memory_desc_t &to, dnnl_stream_t s) {
+  int64_t elt = dtypeBytes(type);
+  Slicing slicing = Slicing::of(b, elt);
+  if (!slicing.step)
+    return nullptr;
+  dnnl_dims_t dims = {b.dims[1], b.dims[2]};
+  dnnl_dims_t strides = {b.strides[1], b.strides[2]};
+  // Every slice's reorder first: a failure then leaves all values in place.
+  struct Slice {
+    dnnl_memory_desc_t from, into;
+    dnnl_primitive_t reorder = nullptr;
+    char *source;
+    int64_t bytes;
+  };
+  std::vector<Slice> slices;
+  bool ok = true;
+  for (int64_t at = 0; at < dims[slicing.dim] && ok; at += slicing.step) {
+    Slice slice;
+    dnnl_dims_t part = {dims[0], dims[1]}, offsets = {0, 0};
+    part[slicing.dim] = std::min(slicing.step, dims[slicing.dim] - at);
+    offsets[slicing.dim] = at;
+    slice.source = static_cast<char *>(data) + at * slicing.sliceBytes;
+    slice.bytes = part[slicing.dim] * slicing.sliceBytes;
+    dnnl_primitive_desc_t rpd = nullptr;
+    ok = dnnl()->dnnl_memory_desc_init_by_strides(
+             &slice.from, 2, part, dnnlType(type), strides) == dnnl_success &&
+         dnnl()->dnnl_memory_desc_init_submemory(&slice.into, &to, part,
+                                                 offsets) == dnnl_success &&
+         dnnl()->dnnl_reorder_primitive_desc_create(&rpd, &slice.from, engine(),
+                                                    &slice.into, engine(),
+                                                    nullptr) == dnnl_success &&
+         dnnl()->dnnl_primitive_create(&slice.reorder, rpd) == dnnl_success;
+    if (rpd)
+      dnnl()->dnnl_primitive_desc_destroy(rpd);
+    slices.push_back(slice);
+  }
+  dnnl_memory_t dst = nullptr;
+  void *handle = nullptr;
+  ok = ok &&
+       dnnl()->dnnl_memory_create(&dst, &to, engine(), DNNL_MEMORY_ALLOCATE) ==
+           dnnl_success &&
+       dnnl()->dnnl_memory_get_data_handle(dst, &handle) == dnnl_success;
+  for (Slice &slice : slices) {
+    dnnl_memory_t src = nullptr, sub = nullptr;
+    if (ok) {
+      ok = dnnl()->dnnl_memory_create(&src, &slice.from, engine(),
+                                      slice.source) == dnnl_success &&
+           dnnl()->dnnl_memory_create(&sub, &slice.into, engine(), handle) ==
+               dnnl_success;
+      dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, sub}};
+      ok = ok &&
+           dnnl()->dnnl_primitive_execute(slice.reorder, s, 2, args) ==
+               dnnl_success &&
+           dnnl()->dnnl_stream_wait(s) == dnnl_success;
+      // Copied: these values are needed no more (the next slices' are).
+      if (ok)
+        reorderedFrom(slice.source, size_t(slice.bytes));
+    }
+    for (dnnl_memory_t m : {src, sub})
+      if (m)
+        dnnl()->dnnl_memory_destroy(m);
+    if (slice.reorder)
+      dnnl()->dnnl_primitive_destroy(slice.reorder);
+  }
+  if (!ok && dst) {
+    dnnl()->dnnl_memory_destroy(dst);
+    dst = nullptr;
+  }
+  return dst;
+}
+
 /// B's values in `entry.packedB`'s layout (reordered once, from another
 /// layout's copy where one exists), or null.
 dnnl_memory_t packedWeight(const Key &key, const Entry &entry, void *data,
@@ -438,6 +516,10 @@ dnnl_memory_t packedWeight(const Key &key, const Entry &entry, void *data,
   return packedWeights.find(
       data, key.ops.b, key.abType, entry.packedB, same,
       [&](const Copies::Copy *from) -> dnnl_memory_t {
+        if (!from && handedOver(data))
+          if (dnnl_memory_t m = reorderInSlices(key.ops.b, key.abType, data,
+                                                entry.packedB, s))
+            return m;
         if (!from)
           return reorderInto(entry.b, data, entry.packedB, entry.reorderB, s);
         void *handle = nullptr;

@@ -494,7 +494,9 @@ TEST_F(RuntimeTest, ReorderedWeightsAreReusedUntilReleased) {
 /// holds other values: a read of it would show), the copy survives
 /// linfuse_cpu_release_packed_weights, and a product no copy serves (a
 /// batched one) fails with a message instead of reading the dropped
-/// values. f32 (oneDNN 2) and bf16 (3), first at one row and at 16.
+/// values. f32 (oneDNN 2) and bf16 (3), first at one row and at 16; a
+/// small weight, and one of 8 and 16 MB that is reordered (and dropped) in
+/// slices.
 TEST_F(RuntimeTest, HandedOverWeightsAreReadOnlyFromTheirCopies) {
   int32_t before = linfuse_cpu_set_weight_reorder(LINFUSE_REORDER_ALWAYS);
   ASSERT_GE(before, 0);
@@ -504,67 +506,82 @@ TEST_F(RuntimeTest, HandedOverWeightsAreReadOnlyFromTheirCopies) {
             linfuse_cpu_hand_over_weights(nullptr, 64));
   linfuse_clear_error();
   const size_t page = size_t(sysconf(_SC_PAGESIZE));
-  for (linfuse_dtype type : {LINFUSE_F32, LINFUSE_BF16})
-    for (int64_t first : {1, 16}) {
-      SCOPED_TRACE("type " + std::to_string(type) + " first m " +
-                   std::to_string(first));
-      int32_t flags = kTransB | LINFUSE_GEMM_CONSTANT_B;
-      Operands ops =
-          contiguousOperands(type, LINFUSE_F32, flags, first, 192, 64);
-      Gemm g;
-      g.abType = type;
-      g.flags = flags;
-      uint8_t *w = ops.b.bytes.data();
-      int64_t bytes = int64_t(ops.b.bytes.size());
-      const Tensor original = ops.b;
-      EXPECT_EQ(0, linfuse_cpu_weights_reordered(w, bytes));
-      ASSERT_EQ(LINFUSE_OK, linfuse_cpu_hand_over_weights(w, bytes));
-      std::vector<double> want = reference(g, ops.a, original, ops.c, nullptr);
-      ASSERT_EQ(LINFUSE_OK, g.run(ops.a, ops.b, ops.c))
-          << linfuse_last_error_message();
-      expectClose(ops.c, want);
-      ASSERT_EQ(1, linfuse_cpu_weights_reordered(w, bytes));
-      EXPECT_EQ(0, linfuse_cpu_weights_reordered(w, bytes + 1));
-      // The whole pages of the plain values left memory: zeros now.
-      size_t firstPage =
-          (reinterpret_cast<uintptr_t>(w) + page - 1) / page * page -
-          reinterpret_cast<uintptr_t>(w);
-      ASSERT_LT(firstPage + page, size_t(bytes));
-      EXPECT_EQ(std::vector<uint8_t>(page, 0),
-                std::vector<uint8_t>(w + firstPage, w + firstPage + page));
-      ops.b = randomized(std::move(ops.b), 5); // same buffer, new values
-      ASSERT_EQ(w, ops.b.bytes.data());
-      for (bool release : {false, true}) {
-        if (release)
-          linfuse_cpu_release_packed_weights();
-        for (int64_t m : {1, 3, 16, 40}) {
-          SCOPED_TRACE("m " + std::to_string(m));
-          Tensor a = randomized(Tensor::contiguous(type, {m, 64}), 11);
-          Tensor c = Tensor::contiguous(LINFUSE_F32, {m, 192});
-          std::vector<double> expected = reference(g, a, original, c, nullptr);
-          ASSERT_EQ(LINFUSE_OK, g.run(a, ops.b, c))
-              << linfuse_last_error_message();
-          expectClose(c, expected);
+  struct Shape {
+    int64_t n, k;
+  };
+  for (Shape shape : {Shape{192, 64}, Shape{4096, 1024}})
+    for (linfuse_dtype type : {LINFUSE_F32, LINFUSE_BF16})
+      for (int64_t first : {1, 16}) {
+        SCOPED_TRACE("type " + std::to_string(type) + " first m " +
+                     std::to_string(first) + " n " + std::to_string(shape.n));
+        const int64_t n = shape.n, k = shape.k;
+        int32_t flags = kTransB | LINFUSE_GEMM_CONSTANT_B;
+        Operands ops =
+            contiguousOperands(type, LINFUSE_F32, flags, first, n, k);
+        Gemm g;
+        g.abType = type;
+        g.flags = flags;
+        uint8_t *w = ops.b.bytes.data();
+        int64_t bytes = int64_t(ops.b.bytes.size());
+        const Tensor original = ops.b;
+        EXPECT_EQ(0, linfuse_cpu_weights_reordered(w, bytes));
+        ASSERT_EQ(LINFUSE_OK, linfuse_cpu_hand_over_weights(w, bytes));
+        std::vector<double> want =
+            reference(g, ops.a, original, ops.c, nullptr);
+        ASSERT_EQ(LINFUSE_OK, g.run(ops.a, ops.b, ops.c))
+            << linfuse_last_error_message();
+        expectClose(ops.c, want);
+        ASSERT_EQ(1, linfuse_cpu_weights_reordered(w, bytes));
+        EXPECT_EQ(0, linfuse_cpu_weights_reordered(w, bytes + 1));
+        // The whole pages of the plain values left memory: zeros now (the
+        // first and the last).
+        size_t firstPage =
+            (reinterpret_cast<uintptr_t>(w) + page - 1) / page * page -
+            reinterpret_cast<uintptr_t>(w);
+        size_t lastPage =
+            (reinterpret_cast<uintptr_t>(w) + size_t(bytes)) / page * page -
+            page - reinterpret_cast<uintptr_t>(w);
+        ASSERT_LE(firstPage, lastPage);
+        for (size_t at : {firstPage, lastPage})
+          EXPECT_EQ(std::vector<uint8_t>(page, 0),
+                    std::vector<uint8_t>(w + at, w + at + page))
+              << "page at byte " << at;
+        ops.b = randomized(std::move(ops.b), 5); // same buffer, new values
+        ASSERT_EQ(w, ops.b.bytes.data());
+        for (bool release : {false, true}) {
+          if (release)
+            linfuse_cpu_release_packed_weights();
+          for (int64_t m : {1, 3, 16, 40}) {
+            if (n > 1000 && m > 16)
+              continue; // the double-precision reference takes long
+            SCOPED_TRACE("m " + std::to_string(m));
+            Tensor a = randomized(Tensor::contiguous(type, {m, k}), 11);
+            Tensor c = Tensor::contiguous(LINFUSE_F32, {m, n});
+            std::vector<double> expected =
+                reference(g, a, original, c, nullptr);
+            ASSERT_EQ(LINFUSE_OK, g.run(a, ops.b, c))
+                << linfuse_last_error_message();
+            expectClose(c, expected);
+          }
         }
+        // B broadcast over a batch, at the handed-over address: no copy
+        // serves it.
+        Tensor a3 = randomized(Tensor::contiguous(type, {2, 4, k}), 12);
+        Tensor b3(type, {2, n, k}, {0, k, 1});
+        auto *view = static_cast<Descriptor *>(b3.desc());
+        view->allocated = view->aligned = w;
+        Tensor c3 = Tensor::contiguous(LINFUSE_F32, {2, 4, n});
+        EXPECT_EQ(LINFUSE_ERROR_INVALID_ARGUMENT,
+                  linfuse_cpu_gemm(3, a3.desc(), 3, view, 3, c3.desc(), 3,
+                                   c3.desc(), type, LINFUSE_F32, flags,
+                                   LINFUSE_EPILOGUE_NONE, 1.0f, 0.0f));
+        EXPECT_NE(nullptr,
+                  std::strstr(linfuse_last_error_message(), "handed over"))
+            << linfuse_last_error_message();
+        linfuse_clear_error();
+        linfuse_cpu_forget_weights(w, bytes);
+        EXPECT_EQ(0, linfuse_cpu_weights_reordered(w, bytes));
       }
-      // B broadcast over a batch, at the handed-over address: no copy
-      // serves it.
-      Tensor a3 = randomized(Tensor::contiguous(type, {2, 4, 64}), 12);
-      Tensor b3(type, {2, 192, 64}, {0, 64, 1});
-      auto *view = static_cast<Descriptor *>(b3.desc());
-      view->allocated = view->aligned = w;
-      Tensor c3 = Tensor::contiguous(LINFUSE_F32, {2, 4, 192});
-      EXPECT_EQ(LINFUSE_ERROR_INVALID_ARGUMENT,
-                linfuse_cpu_gemm(3, a3.desc(), 3, view, 3, c3.desc(), 3,
-                                 c3.desc(), type, LINFUSE_F32, flags,
-                                 LINFUSE_EPILOGUE_NONE, 1.0f, 0.0f));
-      EXPECT_NE(nullptr,
-                std::strstr(linfuse_last_error_message(), "handed over"))
-          << linfuse_last_error_message();
-      linfuse_clear_error();
-      linfuse_cpu_forget_weights(w, bytes);
-      EXPECT_EQ(0, linfuse_cpu_weights_reordered(w, bytes));
-    }
   linfuse_cpu_set_weight_reorder(before);
 }
 
