@@ -494,9 +494,9 @@ TEST_F(RuntimeTest, ReorderedWeightsAreReusedUntilReleased) {
 /// holds other values: a read of it would show), the copy survives
 /// linfuse_cpu_release_packed_weights, and a product no copy serves (a
 /// batched one) fails with a message instead of reading the dropped
-/// values. f32 (oneDNN 2) and bf16 (3), first at one row and at 16; a
-/// small weight, and one of 8 and 16 MB that is reordered (and dropped) in
-/// slices.
+/// values. f32 (oneDNN 2) and bf16 (3), first at one row and at 16 (the
+/// big weight: one row); a small weight, and one of 33 and 66 MB that is
+/// reordered (and dropped) in 2 or 3 slices (Slicing::kSliceBytes).
 TEST_F(RuntimeTest, HandedOverWeightsAreReadOnlyFromTheirCopies) {
   int32_t before = linfuse_cpu_set_weight_reorder(LINFUSE_REORDER_ALWAYS);
   ASSERT_GE(before, 0);
@@ -508,10 +508,11 @@ TEST_F(RuntimeTest, HandedOverWeightsAreReadOnlyFromTheirCopies) {
   const size_t page = size_t(sysconf(_SC_PAGESIZE));
   struct Shape {
     int64_t n, k;
+    std::vector<int64_t> firstRows; // the big one: one row only (time)
   };
-  for (Shape shape : {Shape{192, 64}, Shape{4096, 1024}})
+  for (const Shape &shape : {Shape{192, 64, {1, 16}}, Shape{16448, 1024, {1}}})
     for (linfuse_dtype type : {LINFUSE_F32, LINFUSE_BF16})
-      for (int64_t first : {1, 16}) {
+      for (int64_t first : shape.firstRows) {
         SCOPED_TRACE("type " + std::to_string(type) + " first m " +
                      std::to_string(first) + " n " + std::to_string(shape.n));
         const int64_t n = shape.n, k = shape.k;
