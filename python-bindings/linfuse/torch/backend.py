@@ -35,7 +35,7 @@ import linfuse
 from .module_constants import SpecializedGraph, module_constant_positions, specialize
 from .partition import (Partition, describe_unsupported, fallback_regions,
                         partition_graph)
-from .runtime import CompiledPartition
+from .runtime import CompiledPartition, views_as_reshapes
 
 __all__ = ["Backend", "CompiledGraph", "backend", "linfuse_backend", "compile_graph"]
 
@@ -192,6 +192,11 @@ def compile_graph(gm: GraphModule, weights: Sequence[Node], options: BackendOpti
                                 prefix="linfuse_", always_return_tuple=True)
         for c in compiled:
             setattr(gm, c.name, _PartitionModule(c))
+        # A partition's results may have other strides than the values they
+        # replace: a slice of a merged GEMM's output (BART's cross-attention
+        # K and V of every decoder layer, merged), or a contiguous result
+        # where the graph had a transposed view (the operator form).
+        views_as_reshapes(gm.graph)
         gm.recompile()
     info.seconds = time.perf_counter() - start
     return gm, info

@@ -939,7 +939,10 @@ class _Importer:
                     continue
                 if d.is_Symbol:
                     self.fb.add_symbol_source(d, ssa, t, i, 1, 0)
-                elif len(d.free_symbols) == 1:
+                elif len(d.free_symbols) == 1 and d.is_polynomial(*d.free_symbols):
+                    # a*s + b gives s; anything else (MPT's `128 - Max(0,
+                    # 128 - s)`) gives nothing: s comes from another input,
+                    # or what needs it is refused.
                     (s,) = d.free_symbols
                     poly = sympy.Poly(d, s)
                     if poly.degree() == 1 and all(c.is_Integer for c in poly.all_coeffs()):

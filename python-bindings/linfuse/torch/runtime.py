@@ -24,7 +24,7 @@ import linfuse
 
 from .partition import Partition
 
-__all__ = ["CompiledPartition", "to_input", "from_bf16_bits", "call_native",
+__all__ = ["CompiledPartition", "views_as_reshapes", "to_input", "from_bf16_bits", "call_native",
            "follow_torch_threads"]
 
 #: The thread count last handed to linfuse (None: not yet), or False when
@@ -87,16 +87,23 @@ def call_native(call, inputs: list, converters: list) -> list[torch.Tensor]:
     return [convert(r) for convert, r in zip(converters, call(inputs))]
 
 
-def _shape_only(module: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """A copy of `module` that computes the same shapes from inputs of any
-    layout: a compiling fallback may hand the operator contiguous copies
-    where the graph had views, so `view`s become `reshape`s."""
-    graph = torch.fx.Graph()
-    graph.output(graph.graph_copy(module.graph, {}))
+def views_as_reshapes(graph: torch.fx.Graph) -> None:
+    """`graph`'s `view`s become `reshape`s, for inputs with other strides
+    than those it was traced with: PyTorch refuses a `view` across strides;
+    a `reshape` is the same view wherever one exists, and a copy elsewhere."""
     views = {torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default}
     for node in graph.nodes:
         if node.op == "call_function" and node.target in views:
             node.target = torch.ops.aten.reshape.default
+
+
+def _shape_only(module: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A copy of `module` that computes the same shapes from inputs of any
+    layout: a compiling fallback may hand the operator contiguous copies
+    where the graph had views."""
+    graph = torch.fx.Graph()
+    graph.output(graph.graph_copy(module.graph, {}))
+    views_as_reshapes(graph)
     return torch.fx.GraphModule(module, graph)
 
 
