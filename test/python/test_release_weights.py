@@ -6,7 +6,8 @@ calls; which parameters are released (GEMM weights) and which are kept
 (norm scales, a weight an embedding also reads); that the released values
 really left memory (their pages read as zeros) while copies elsewhere
 (a state_dict taken before) keep theirs; and the errors: a changed weight
-after release, the original model run again, a model linfuse partitions."""
+after release, the original model run again. A Hugging Face LLaMA, which
+linfuse partitions, releases what only its partitions read."""
 
 import mmap
 
@@ -187,18 +188,40 @@ def test_a_changed_weight_after_release_is_refused():
             compiled(x)
 
 
-def test_a_partitioned_model_is_refused():
-    class Sorts(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.proj = nn.Linear(16, 16)
-
-        def forward(self, x):
-            return torch.sort(self.proj(x), dim=-1).values
-
-    x = torch.randn(3, 16)
-    with pytest.raises(linfuse.Error, match="release_weights=True needs the whole model"):
-        lt.compile(Sorts().eval(), (x,), release_weights=True)
+def test_a_partitioned_llama_releases_what_only_its_partitions_read():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=512, hidden_size=128, intermediate_size=352, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
+    model = transformers.LlamaForCausalLM(config).eval()
+    inputs = [torch.randint(0, 512, (1, n)) for n in (7, 1, 16, 3, 1)]
+    with torch.no_grad():
+        wants = [model(input_ids=ids, use_cache=False).logits for ids in inputs]
+    params = dict(model.named_parameters())
+    projections = {n: p.numel() * p.element_size() for n, p in params.items()
+                   if n.endswith("_proj.weight")}
+    compiled = lt.compile(model, (), {"input_ids": inputs[0], "use_cache": False},
+                          dynamic_shapes={"input_ids": {1: Dim("s", min=1, max=64)},
+                                          "use_cache": None},
+                          release_weights=True)
+    assert isinstance(compiled, lt.PartitionedModule)
+    assert compiled.released_bytes is None
+    for ids, want in zip(inputs, wants):
+        assert rel_err(compiled(input_ids=ids, use_cache=False).logits, want) < 1e-5
+    # Every projection (attention and MLP) was handed over; the embedding,
+    # which the output projection shares and PyTorch reads, and the norm
+    # scales, which are no GEMM weights, are kept.
+    assert compiled.released_bytes == sum(projections.values())
+    for name, p in params.items():
+        assert (p.numel() == 0) == (name in projections), name
+    assert [p.packs for p in compiled.partitions] == [1] * len(compiled.partitions)
+    with pytest.raises(RuntimeError):
+        model(input_ids=inputs[0], use_cache=False)
+    with torch.no_grad():
+        model.model.norm.weight.mul_(2)
+    with pytest.raises(linfuse.Error, match="changed after .*release_weights"):
+        compiled(input_ids=inputs[0], use_cache=False)
 
 
 def test_set_weight_reorder_checks_its_mode():

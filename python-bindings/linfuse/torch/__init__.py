@@ -100,8 +100,9 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[Any] = (),
     The original model can no longer run (its forward fails), the weights
     cannot change afterwards (the next call raises), and one-row calls
     (decode) read the reordered layout, which is slower there than the
-    plain one (Benchmarks.md). Needs the whole model in one linfuse
-    function: a model that would be partitioned raises `linfuse.Error`.
+    plain one (Benchmarks.md). In a partitioned model, a weight PyTorch
+    also reads (an embedding tied to the output projection) or that two
+    partitions read is kept.
     """
     timings = {}
     start = time.perf_counter()
@@ -113,12 +114,10 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[Any] = (),
     except UnsupportedOperatorError as unsupported:
         if strict:
             raise
-        if release_weights:
-            raise linfuse.Error(
-                "release_weights=True needs the whole model in one linfuse function, "
-                f"but {unsupported}") from unsupported
+        if release_weights and target != "cpu":
+            raise linfuse.Error("release_weights=True needs target=\"cpu\"")
         return _partitioned(ep, target, optimize, timings, tuple(example_inputs),
-                            example_kwargs)
+                            example_kwargs, release_weights)
     timings["import"] = time.perf_counter() - start
     start = time.perf_counter()
     module = linfuse.compile(imported.ir, target=target, optimize=optimize,
@@ -134,7 +133,8 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[Any] = (),
 
 def _partitioned(ep: torch.export.ExportedProgram, target: str, optimize: bool,
                  timings: dict, example_args: tuple,
-                 example_kwargs: dict | None) -> PartitionedModule:
+                 example_kwargs: dict | None,
+                 release_weights: bool = False) -> PartitionedModule:
     """The exported graph with linfuse partitions in it, the rest eager."""
     from torch.export.graph_signature import InputKind, OutputKind
 
@@ -166,6 +166,9 @@ def _partitioned(ep: torch.export.ExportedProgram, target: str, optimize: bool,
                 f"kind {spec.kind.name} (an in-place update of an input or buffer) is "
                 f"not supported")
     gm, info = compile_graph(gm, weights, options)
+    if release_weights:
+        _release_in_partitions(gm, {n.name: t for n, t in zip(placeholders, slots)},
+                               info.partitions)
     timings["partition"] = time.perf_counter() - start
     if not info.partitions:
         warnings.warn("linfuse.torch.compile: no part of the model has a GEMM on a "
@@ -173,6 +176,36 @@ def _partitioned(ep: torch.export.ExportedProgram, target: str, optimize: bool,
                       stacklevel=3)
     return PartitionedModule(gm, info, ep, slots, user_positions, timings,
                              example_args, example_kwargs)
+
+
+def _release_in_partitions(gm: torch.fx.GraphModule, tensors: dict,
+                           partitions: list) -> None:
+    """Has each partition hand its weights over on its first call
+    (`WeightPacking(release=True)`), except those something else reads: a
+    node PyTorch runs, another partition, or another partition of the same
+    compiled function. `tensors` maps the names of the graph's
+    placeholders to the weights (None: a user input)."""
+    from .runtime import WeightPacking
+
+    readers: dict[int, set] = {}        # storage -> partitions reading it (None: PyTorch)
+    for node in gm.graph.nodes:
+        tensor = tensors.get(node.name) if node.op == "placeholder" else None
+        if tensor is not None:
+            key = tensor.untyped_storage().data_ptr()
+            readers.setdefault(key, set()).update(
+                u.target if u.op == "call_module" else None for u in node.users)
+    calls = {n.target: n for n in gm.graph.nodes if n.op == "call_module"}
+    functions = [id(p.function) for p in partitions]
+    for p in partitions:
+        args = calls[p.name].args
+        flags = []
+        for i in p._weight_pos:
+            arg = args[i]
+            tensor = (tensors.get(arg.name) if isinstance(arg, torch.fx.Node)
+                      and arg.op == "placeholder" else None)
+            flags.append(tensor is not None and functions.count(id(p.function)) == 1 and
+                         readers[tensor.untyped_storage().data_ptr()] == {p.name})
+        p.weights = WeightPacking(p.function, release=True, releasable=flags)
 
 
 import sys  # noqa: E402

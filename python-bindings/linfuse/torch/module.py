@@ -19,8 +19,7 @@ from torch.utils import _pytree as pytree
 import linfuse
 
 from .importer import ImportedProgram, exported_tensor
-from .runtime import (call_native, pack_if_changed, place_merged_weights, release_weights,
-                      result_converters, to_input as _to_input)
+from .runtime import WeightPacking, call_native, result_converters, to_input as _to_input
 
 __all__ = ["CompiledModule", "PartitionedModule"]
 
@@ -159,40 +158,27 @@ class CompiledModule(_ExportedCall):
         # model's own tensors, packed on the first call and again only
         # after one of them changes.
         self._weights = [exported_tensor(exported, t) for t in imported.weight_targets]
-        #: How often the weights were packed, and the seconds it took.
-        self.packs = 0
-        self.pack_seconds = 0.0
-        #: Bytes of the model's weights given up after the first call
-        #: (`release_weights=True`), None before it.
-        self.released_bytes = None
-        self._release = release_weights and bool(self._weights)
-        self._kept_key = None
+        self._packing = WeightPacking(function, release_weights)
 
     @property
     def report(self) -> "linfuse.Report":
         """What linfuse merged and folded, with the model's source lines."""
         return self._function.report
 
-    def _pack(self) -> None:
-        if self.released_bytes is not None:
-            # Released weights are the runtime's now; the others are read
-            # in place, so a change would go unseen: refused.
-            key = tuple((w.data_ptr(), w._version) for w in self._weights)
-            if key != self._kept_key:
-                raise linfuse.Error(
-                    "the model's weights changed after linfuse.torch.compile("
-                    "release_weights=True) gave them up: compile the model again")
-            return
-        if self._release:
-            linfuse.set_weight_reorder("always")
-            place_merged_weights(self._function, self._weights, everything=True)
-        seconds = pack_if_changed(self._function, self._weights)
-        if seconds is not None:
-            self.packs += 1
-            self.pack_seconds += seconds
-        if self._release:
-            self.released_bytes = release_weights(self._function, self._weights)
-            self._kept_key = tuple((w.data_ptr(), w._version) for w in self._weights)
+    @property
+    def packs(self) -> int:
+        """How often the weights were packed (once, and again after a change)."""
+        return self._packing.packs
+
+    @property
+    def pack_seconds(self) -> float:
+        return self._packing.seconds
+
+    @property
+    def released_bytes(self) -> int | None:
+        """Bytes of the model's weights given up after the first call
+        (`release_weights=True`), None before it."""
+        return self._packing.released_bytes
 
     @property
     def ir(self) -> str:
@@ -211,7 +197,7 @@ class CompiledModule(_ExportedCall):
         tensors = self._tensors(self._leaves(args, kwargs))
         self._sizes.check(tensors)
         if self._weights:
-            self._pack()
+            self._packing(self._weights)
         outputs = call_native(self._call, [_to_input(t, i) for i, t in enumerate(tensors)],
                               self._converters)
         return self._structured(outputs)
@@ -255,6 +241,15 @@ class PartitionedModule(_ExportedCall):
     @property
     def partitions(self) -> list:
         return self.graph.partitions
+
+    @property
+    def released_bytes(self) -> int | None:
+        """Bytes of the model's weights the partitions gave up on their first
+        call (`release_weights=True`), None before it."""
+        released = [p.weights.released_bytes for p in self.partitions]
+        if not released or any(r is None for r in released):
+            return None
+        return sum(released)
 
     def __call__(self, *args, **kwargs):
         leaves = self._leaves(args, kwargs)

@@ -24,7 +24,7 @@ import linfuse
 
 from .partition import Partition
 
-__all__ = ["CompiledPartition", "views_as_reshapes", "to_input", "from_bf16_bits", "call_native",
+__all__ = ["CompiledPartition", "WeightPacking", "views_as_reshapes", "to_input", "from_bf16_bits", "call_native",
            "follow_torch_threads"]
 
 #: The thread count last handed to linfuse (None: not yet), or False when
@@ -200,16 +200,36 @@ def _in_blocks(function: "linfuse.Function", tensors: list[torch.Tensor]) -> boo
                for t in tensors)
 
 
-def release_weights(function: "linfuse.Function", weights: list) -> int:
+def _spans(tensors: list[torch.Tensor]) -> list[tuple[int, int]]:
+    """(address, bytes) of the memory `tensors` cover, adjacent ones joined
+    (a merged weight is a view across several)."""
+    spans: list[list[int]] = []
+    for start, end in sorted((t.data_ptr(), t.data_ptr() + t.numel() * t.element_size())
+                             for t in tensors if t.numel()):
+        if spans and start <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], end)
+        else:
+            spans.append([start, end])
+    return [(a, b - a) for a, b in spans]
+
+
+def release_weights(function: "linfuse.Function", weights: list,
+                    releasable: list[bool] | None = None) -> int:
     """After `function` packed `weights` and before it runs, with the runtime
     in `set_weight_reorder("always")`: hands over the weights it reads only
     as GEMM weights and that `place_merged_weights(..., everything=True)`
     moved into its blocks (`Function.hand_over_weights`; the blocks stay
-    mapped, so the runtime's copies keep their addresses). Their pages
-    leave memory as oneDNN reorders them, so each such tensor becomes an
-    empty one now (`tensor.data`): a later use fails instead of reading
-    zeros. Returns the bytes handed over."""
+    mapped, so the runtime's copies keep their addresses). `releasable`
+    (one flag per weight; default: all) excludes those something else
+    reads too (PyTorch, in a partitioned graph): a packed weight is handed
+    over only if it lies within releasable ones. Their pages leave memory
+    as oneDNN reorders them, so each such tensor becomes an empty one now
+    (`tensor.data`): a later use fails instead of reading zeros. Returns
+    the bytes handed over."""
     blocks = _blocks(function)
+    if releasable is not None:
+        blocks = _spans([w for w, ok in zip(weights, releasable) if ok and w.is_cpu
+                         and _in_blocks(function, [w])])
     ranges = function.hand_over_weights(blocks) if blocks else []
     released = 0
     for w in weights:
@@ -247,6 +267,46 @@ def pack_if_changed(function: "linfuse.Function", weights: list) -> float | None
     return time.perf_counter() - start
 
 
+class WeightPacking:
+    """A function's weights, packed once and again only when they change
+    (`pack_if_changed`), or, with `release` (`release_weights=True`),
+    packed once and handed over to the runtime's reordered copies
+    (`release_weights`; `releasable` as there). After the hand-over the
+    weights are the runtime's: a later change raises."""
+
+    def __init__(self, function: "linfuse.Function", release: bool = False,
+                 releasable: list[bool] | None = None):
+        self.function = function
+        self.release = release
+        self.releasable = releasable
+        #: How often the weights were packed, and the seconds it took.
+        self.packs = 0
+        self.seconds = 0.0
+        #: Bytes of weights given up (`release`), None before the first pack.
+        self.released_bytes: int | None = None
+        self._kept_key = None
+
+    def __call__(self, weights: list) -> None:
+        if self.released_bytes is not None:
+            # Released weights are the runtime's now; the others are read
+            # in place, so a change would go unseen: refused.
+            if tuple((w.data_ptr(), w._version) for w in weights) != self._kept_key:
+                raise linfuse.Error(
+                    "the model's weights changed after linfuse.torch.compile("
+                    "release_weights=True) gave them up: compile the model again")
+            return
+        if self.release:
+            linfuse.set_weight_reorder("always")
+            place_merged_weights(self.function, weights, everything=True)
+        seconds = pack_if_changed(self.function, weights)
+        if seconds is not None:
+            self.packs += 1
+            self.seconds += seconds
+        if self.release:
+            self.released_bytes = release_weights(self.function, weights, self.releasable)
+            self._kept_key = tuple((w.data_ptr(), w._version) for w in weights)
+
+
 _keys = itertools.count()
 #: CompiledPartitions by key, for the `linfuse::partition` operator.
 _REGISTRY: dict[int, "CompiledPartition"] = {}
@@ -276,9 +336,7 @@ class CompiledPartition:
         self._size_pos = [i for i in range(len(placeholders)) if i not in self._tensor_pos]
         self._converters = result_converters(function)
         self._shape_module = None
-        #: How often the weights were packed, and the seconds it took.
-        self.packs = 0
-        self.pack_seconds = 0.0
+        self.weights = WeightPacking(function)
         self.key = next(_keys)
         _REGISTRY[self.key] = self
 
@@ -286,12 +344,18 @@ class CompiledPartition:
     def report(self) -> "linfuse.Report":
         return self.function.report
 
+    @property
+    def packs(self) -> int:
+        """How often the weights were packed."""
+        return self.weights.packs
+
+    @property
+    def pack_seconds(self) -> float:
+        return self.weights.seconds
+
     def __call__(self, *args):
         if self._weight_pos:
-            seconds = pack_if_changed(self.function, [args[i] for i in self._weight_pos])
-            if seconds is not None:
-                self.pack_seconds += seconds
-                self.packs += 1
+            self.weights([args[i] for i in self._weight_pos])
         return tuple(call_native(self._call, [to_input(args[i], i)
                                               for i in self._input_pos],
                                  self._converters))
