@@ -3,7 +3,8 @@
 
 A stack of LLaMA MLP layers (x = x + down(silu(gate(rms(x))) * up(rms(x))),
 RMSNorm with a learned gamma, no biases), input [M, hidden] with M dynamic,
-compiled by
+or (`--model llama`) Hugging Face's LlamaForCausalLM with attention, input
+one sequence of M tokens, compiled by
 
   module   linfuse.torch.compile(model, (x,), dynamic_shapes=...): the whole
            stack is one linfuse function;
@@ -92,6 +93,29 @@ def llama_mlp_stack(layers: int, hidden: int, inter: int, dtype):
         return Stack(layers, hidden, inter).eval()
 
 
+def hf_llama(layers: int, hidden: int, inter: int, kv_heads: int, dtype):
+    """A Hugging Face LlamaForCausalLM with `layers` decoder layers (heads of
+    128, `kv_heads` K/V heads; 0: as many as Q's, MHA as in LLaMA-7B) and a
+    vocabulary of 256, so that the layers hold the weights (random, eval)."""
+    import transformers
+
+    import torch
+
+    heads = hidden // 128
+    config = transformers.LlamaConfig(
+        vocab_size=256, hidden_size=hidden, intermediate_size=inter,
+        num_hidden_layers=layers, num_attention_heads=heads,
+        num_key_value_heads=kv_heads or heads)
+    # Built in `dtype` (an f32 model converted after would peak at 3x the
+    # bf16 weights before linfuse does anything).
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        return transformers.LlamaForCausalLM(config).eval()
+    finally:
+        torch.set_default_dtype(default)
+
+
 def child(args) -> dict:
     import torch
 
@@ -112,33 +136,43 @@ def child(args) -> dict:
     base = rss_bytes()
 
     with torch.no_grad():
-        model = llama_mlp_stack(args.layers, args.hidden, args.inter, dtype)
+        if args.model == "mlp":
+            model = llama_mlp_stack(args.layers, args.hidden, args.inter, dtype)
+            x = torch.randn(args.m, args.hidden, dtype=dtype)
+            run = lambda f, rows: f(rows)                               # noqa: E731
+            kwargs, dims = {}, ({0: torch.export.Dim("m", min=1, max=4096)},)
+        else:
+            model = hf_llama(args.layers, args.hidden, args.inter, args.kv_heads, dtype)
+            x = torch.randint(0, 256, (1, args.m))      # M tokens of one sequence
+            run = lambda f, rows: f(input_ids=rows, use_cache=False).logits  # noqa: E731
+            kwargs = {"input_ids": x, "use_cache": False}
+            dims = {"input_ids": {1: torch.export.Dim("s", min=1, max=4096)},
+                    "use_cache": None}
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    x = torch.randn(args.m, args.hidden, dtype=dtype)
     with torch.no_grad():
-        want = model(x).float()
+        want = run(model, x).float()
     out = {"weight_bytes": weight_bytes, "base_rss": base}
 
     start = time.perf_counter()
     with torch.no_grad():
         if args.path == "module":
-            kwargs = {}
+            options = {}
             if args.weights:
-                kwargs["weights"] = args.weights
+                options["weights"] = args.weights
             if args.release_weights:
-                kwargs["release_weights"] = True
-            compiled = lt.compile(model, (x,), dynamic_shapes=(
-                {0: torch.export.Dim("m", min=1, max=4096)},), **kwargs)
+                options["release_weights"] = True
+            compiled = lt.compile(model, () if kwargs else (x,), kwargs or None,
+                                  dynamic_shapes=dims, **options)
             out["stages"] = {k: round(v, 3) for k, v in compiled.timings.items()}
         else:
             compiled = torch.compile(model, backend="linfuse", dynamic=True)
     out["compile_s"] = time.perf_counter() - start
     with torch.no_grad():
         start = time.perf_counter()
-        got = compiled(x)
+        got = run(compiled, x)
         out["first_call_s"] = time.perf_counter() - start
         start = time.perf_counter()
-        got = compiled(x)
+        got = run(compiled, x)
         out["second_call_s"] = time.perf_counter() - start
         # Steady state: `--calls` more calls, each followed by an eager one
         # (interleaved, so both see the same machine), medians.
@@ -146,15 +180,15 @@ def child(args) -> dict:
         released = getattr(compiled, "released_bytes", None) is not None
         if released:
             out["released_bytes"] = compiled.released_bytes
-        for key, rows in (("", x), ("_m1", x[:1])):
+        for key, rows in (("", x), ("_m1", x[:1] if args.model == "mlp" else x[:, :1])):
             linfuse_s, eager_s = [], []
             for _ in range(args.calls):
                 start = time.perf_counter()
-                compiled(rows)
+                run(compiled, rows)
                 linfuse_s.append(time.perf_counter() - start)
                 if not released:
                     start = time.perf_counter()
-                    model(rows)
+                    run(model, rows)
                     eager_s.append(time.perf_counter() - start)
             if args.calls:
                 out["median_call" + key + "_s"] = statistics.median(linfuse_s)
@@ -171,6 +205,13 @@ def main() -> None:
     ap.add_argument("--layers", type=int, nargs="+", default=[1, 4, 12])
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--inter", type=int, default=2816)
+    ap.add_argument("--model", choices=["mlp", "llama"], default="mlp",
+                    help="mlp: a stack of LLaMA MLP layers (one linfuse function); "
+                         "llama: Hugging Face's LlamaForCausalLM with that many decoder "
+                         "layers, input one sequence of M tokens (partitioned: attention "
+                         "and the embedding stay in PyTorch)")
+    ap.add_argument("--kv-heads", type=int, default=0,
+                    help="--model llama: K/V heads (GQA); 0: as many as Q's (MHA)")
     ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     ap.add_argument("--m", type=int, default=16, help="rows of the input")
     ap.add_argument("--calls", type=int, default=0,
@@ -194,8 +235,12 @@ def main() -> None:
         print(json.dumps(child(args)))
         return
 
-    print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; {args.dtype}, hidden "
-          f"{args.hidden}, intermediate {args.inter}, input [{args.m}, {args.hidden}]"
+    print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; "
+          + ("LLaMA MLP stack" if args.model == "mlp" else
+             f"LlamaForCausalLM ({args.kv_heads or 'MHA'} K/V heads, vocabulary 256)")
+          + f", {args.dtype}, hidden "
+          f"{args.hidden}, intermediate {args.inter}, "
+          + (f"input [{args.m}, {args.hidden}]" if args.model == "mlp" else f"{args.m} tokens")
           + (f", weights={args.weights}" if args.weights else "")
           + (f", {args.pretouch_gb:g} GB pre-touched" if args.pretouch_gb else "")
           + (", release_weights=True" if args.release_weights else "")
@@ -210,7 +255,8 @@ def main() -> None:
         for layers in args.layers:
             cmd = [sys.executable, __file__, "--child", "--path", path, "--layers",
                    str(layers), "--hidden", str(args.hidden), "--inter", str(args.inter),
-                   "--dtype", args.dtype, "--m", str(args.m),
+                   "--dtype", args.dtype, "--m", str(args.m), "--model", args.model,
+                   "--kv-heads", str(args.kv_heads),
                    "--pretouch-gb", str(args.pretouch_gb), "--calls", str(args.calls)]
             if args.weights:
                 cmd += ["--weights", args.weights]
