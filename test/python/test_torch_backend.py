@@ -2,6 +2,8 @@
 from small configs (random weights): partitioned, the rest left to PyTorch,
 results against eager PyTorch, merges and folds asserted from the report."""
 
+import sys
+import threading
 import warnings
 
 import pytest
@@ -298,3 +300,32 @@ def test_llama_called_as_users_call_it_with_its_kv_cache():
             got = compiled(ids).logits
             want = model(ids).logits
             assert (got - want).abs().max() / want.abs().max() < 1e-4
+
+
+def test_a_partition_that_does_not_compile_runs_on_the_fallback(monkeypatch):
+    # Partitions compile on a thread pool; one that fails (here: the first
+    # to start) is left to the fallback with a warning, the others run.
+    backend_module = sys.modules["linfuse.torch.backend"]
+    real, lock, started = backend_module._compile_function, threading.Lock(), []
+
+    def first_fails(partition, options):
+        with lock:
+            started.append(partition)
+            first = len(started) == 1
+        if first:
+            raise linfuse.Error("lowering failed: injected by the test\nsecond line")
+        return real(partition, options)
+
+    monkeypatch.setattr(backend_module, "_compile_function", first_fails)
+    model = llama(layers=2, hidden=64)
+    be = lt.backend(fallback="eager")
+    compiled = torch.compile(model, backend=be, dynamic=True)
+    ids = torch.randint(0, 1000, (2, 7))
+    with torch.no_grad(), pytest.warns(UserWarning, match="did not compile .* injected"):
+        got = compiled(input_ids=ids, use_cache=False).logits
+    with torch.no_grad():
+        want = model(input_ids=ids, use_cache=False).logits
+    assert rel_err(got, want) < 1e-4
+    graph = be.graphs[-1]
+    assert graph.failed == ["lowering failed: injected by the test"]
+    assert len(graph.partitions) == len(started) - 1 >= 2
