@@ -273,6 +273,7 @@ public:
       return Memory();
     Memory memory = make(fromPlain ? nullptr : &copies.front());
     if (memory) {
+      countWeightReorder();
       copies.push_back({packed, memory});
       // The copy is what GEMMs read now: the source's pages can leave
       // memory where they are a mapped weights file's (a one-row GEMM maps

@@ -105,6 +105,7 @@ void countGemmCall();
 void countKernelLaunches(int64_t launches);
 void countFallbackGemmCall();
 void countLoopCall(bool threaded);
+void countWeightReorder();
 
 } // namespace linfuse::runtime
 

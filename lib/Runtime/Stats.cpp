@@ -15,6 +15,7 @@ std::atomic<int64_t> kernelLaunches{0};
 std::atomic<int64_t> fallbackGemmCalls{0};
 std::atomic<int64_t> loopCalls{0};
 std::atomic<int64_t> threadedLoopCalls{0};
+std::atomic<int64_t> weightReorders{0};
 } // namespace
 
 void linfuse::runtime::countGemmCall() {
@@ -35,6 +36,10 @@ void linfuse::runtime::countLoopCall(bool threaded) {
     threadedLoopCalls.fetch_add(1, std::memory_order_relaxed);
 }
 
+void linfuse::runtime::countWeightReorder() {
+  weightReorders.fetch_add(1, std::memory_order_relaxed);
+}
+
 void linfuse_get_stats(linfuse_runtime_stats *out) {
   if (!out)
     return;
@@ -43,6 +48,7 @@ void linfuse_get_stats(linfuse_runtime_stats *out) {
   out->fallback_gemm_calls = fallbackGemmCalls.load(std::memory_order_relaxed);
   out->loop_calls = loopCalls.load(std::memory_order_relaxed);
   out->threaded_loop_calls = threadedLoopCalls.load(std::memory_order_relaxed);
+  out->weight_reorders = weightReorders.load(std::memory_order_relaxed);
 }
 
 void linfuse_reset_stats(void) {
@@ -51,4 +57,5 @@ void linfuse_reset_stats(void) {
   fallbackGemmCalls.store(0, std::memory_order_relaxed);
   loopCalls.store(0, std::memory_order_relaxed);
   threadedLoopCalls.store(0, std::memory_order_relaxed);
+  weightReorders.store(0, std::memory_order_relaxed);
 }

@@ -52,7 +52,8 @@ Error = _linfuse.Error
 def runtime_stats(reset: bool = False) -> dict[str, int]:
     """The runtime's counters since the last reset, process-wide:
     {"gemm_calls": ..., "kernel_launches": ...} (BLAS calls on the host,
-    kernel launches on the GPU)."""
+    kernel launches on the GPU; "weight_reorders": weights copied into
+    oneDNN's layout)."""
     return _linfuse.runtime_stats(reset)
 
 

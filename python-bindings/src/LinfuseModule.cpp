@@ -221,6 +221,7 @@ PYBIND11_MODULE(_linfuse, m) {
         out["fallback_gemm_calls"] = stats.fallback_gemm_calls;
         out["loop_calls"] = stats.loop_calls;
         out["threaded_loop_calls"] = stats.threaded_loop_calls;
+        out["weight_reorders"] = stats.weight_reorders;
         return out;
       },
       py::arg("reset") = false);

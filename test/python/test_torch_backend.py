@@ -329,3 +329,24 @@ def test_a_partition_that_does_not_compile_runs_on_the_fallback(monkeypatch):
     graph = be.graphs[-1]
     assert graph.failed == ["lowering failed: injected by the test"]
     assert len(graph.partitions) == len(started) - 1 >= 2
+
+
+@pytest.mark.parametrize("path", ["eager", "inductor", "linfuse.torch.compile"])
+def test_weights_are_reordered_once(path):
+    # Every partition packs before the first call runs a GEMM: a packing
+    # drops the runtime's reordered weights, so partitions packing one by
+    # one dropped each other's, and the second call reordered them again.
+    model = llama(layers=2, hidden=256)
+    ids = torch.randint(0, 1000, (1, 16))
+    if path == "linfuse.torch.compile":
+        compiled = lt.compile(model, (), {"input_ids": ids, "use_cache": False})
+        assert isinstance(compiled, lt.PartitionedModule)
+    else:
+        compiled = torch.compile(model, backend=lt.backend(fallback=path), dynamic=True)
+    reorders = []
+    with torch.no_grad():
+        for _ in range(3):
+            linfuse.runtime_stats(reset=True)
+            compiled(input_ids=ids, use_cache=False)
+            reorders.append(linfuse.runtime_stats()["weight_reorders"])
+    assert reorders[0] > 0 and reorders[1:] == [0, 0], reorders

@@ -189,7 +189,7 @@ int main(int argc, char **argv) {
                  << "\nfallback_gemm_calls: " << stats.fallback_gemm_calls
                  << "\nloop_calls: " << stats.loop_calls
                  << "\nthreaded_loop_calls: " << stats.threaded_loop_calls
-                 << "\n";
+                 << "\nweight_reorders: " << stats.weight_reorders << "\n";
 
   for (auto [i, result] : llvm::enumerate(results)) {
     if (!outputs.empty()) {

@@ -294,6 +294,9 @@ typedef struct linfuse_runtime_stats {
    * one thread (the rest were too small, or threads were set to 1). */
   int64_t loop_calls;
   int64_t threaded_loop_calls;
+  /* Weights reordered into a copy in oneDNN's layout: a weight's first GEMM
+   * in a layout, and again after linfuse_cpu_release_packed_weights. */
+  int64_t weight_reorders;
 } linfuse_runtime_stats;
 
 LINFUSE_RUNTIME_EXPORT void linfuse_get_stats(linfuse_runtime_stats *out);

@@ -116,6 +116,26 @@ class CompiledGraph:
     left_to_pytorch: list[str]            # "aten._softmax.default (2)"
     failed: list[str] = field(default_factory=list)   # partitions that did not compile
     seconds: float = 0.0
+    #: (partition, positions of the graph's inputs it takes as weights)
+    #: for `pack_weights`; partitions whose weights the graph computes are
+    #: left out (they pack at their call).
+    weight_inputs: list = field(default_factory=list, repr=False)
+    packed: bool = False
+
+    def pack_weights(self, inputs: list) -> None:
+        """Packs every partition's weights from the graph's inputs, before
+        the first call runs any GEMM. Each packing function drops the host
+        runtime's reordered weights (`linfuse_cpu_release_packed_weights`:
+        the only safe moment to, since packed buffers may be new memory at
+        old addresses), so partitions packing one after another during the
+        first call each dropped the copies the ones before had just made, and
+        the second call made them all again: 1.8 s for 4 LLaMA-7B-shaped
+        layers. Once per graph; later changes repack one partition."""
+        if self.packed:
+            return
+        for partition, positions in self.weight_inputs:
+            partition.weights([inputs[i] for i in positions])
+        self.packed = True
 
     @property
     def report(self) -> "linfuse.Report":
@@ -233,6 +253,7 @@ def compile_graph(gm: GraphModule, weights: Sequence[Node], options: BackendOpti
                                 prefix="linfuse_", always_return_tuple=True)
         for c in compiled:
             setattr(gm, c.name, _PartitionModule(c))
+        info.weight_inputs = _weight_inputs(gm, compiled)
         # A partition's results may have other strides than the values they
         # replace: a slice of a merged GEMM's output (BART's cross-attention
         # K and V of every decoder layer, merged), or a contiguous result
@@ -241,6 +262,34 @@ def compile_graph(gm: GraphModule, weights: Sequence[Node], options: BackendOpti
         gm.recompile()
     info.seconds = time.perf_counter() - start
     return gm, info
+
+
+def _weight_inputs(gm: GraphModule, compiled: list[CompiledPartition]) -> list:
+    """For each partition whose weights are all inputs of `gm`: (partition,
+    their positions among `gm`'s placeholders)."""
+    position = {n: i for i, n in enumerate(n for n in gm.graph.nodes
+                                           if n.op == "placeholder")}
+    calls = {n.target: n for n in gm.graph.nodes if n.op == "call_module"}
+    out = []
+    for c in compiled:
+        args = [calls[c.name].args[i] for i in c._weight_pos]
+        if c._weight_pos and all(a in position for a in args):
+            out.append((c, [position[a] for a in args]))
+    return out
+
+
+def packing_first(compiled: Callable, info: CompiledGraph) -> Callable:
+    """The boxed callable `compiled` (the graph `info` describes), with every
+    partition's weights packed before its first call (`pack_weights`)."""
+    if not info.weight_inputs:
+        return compiled
+
+    def run(args: list):
+        info.pack_weights(args)
+        return compiled(args)
+
+    run._boxed_call = True
+    return run
 
 
 def _as_operators(gm: GraphModule, compiled: list[CompiledPartition]) -> GraphModule:
@@ -414,6 +463,7 @@ class Backend:
                 from torch._inductor.compile_fx import compile_fx
                 compiled = make_boxed_func(compile_fx(_as_operators(out, info.partitions),
                                                       aten_inputs))
+            compiled = packing_first(compiled, info)
             if not constant_index:
                 return compiled
 
@@ -423,8 +473,9 @@ class Backend:
                 warnings.warn("linfuse: a float attribute of the model changed since "
                               "compilation; compiling its graph again for the new value",
                               stacklevel=2)
-                return make_boxed_func(compile_variant(_copy_graph(pristine), weight_index,
-                                                       constant_index, new_values)[0])
+                out, info = compile_variant(_copy_graph(pristine), weight_index,
+                                            constant_index, new_values)
+                return packing_first(make_boxed_func(out), info)
 
             return SpecializedGraph(constant_index, values, compiled, recompile)
 

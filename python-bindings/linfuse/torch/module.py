@@ -258,6 +258,7 @@ class PartitionedModule(_ExportedCall):
         for pos, leaf in zip(self._user_positions, leaves):
             inputs[pos] = leaf
         with torch.no_grad():
+            self.graph.pack_weights(inputs)
             return self._structured(list(self.module(*inputs)))
 
     def __repr__(self) -> str:
