@@ -181,11 +181,12 @@ def _compile_function(partition: Partition, options: BackendOptions) -> "linfuse
 
 def _compile_functions(partitions: list[Partition], options: BackendOptions,
                        cache: dict) -> dict:
-    """Compiles the partitions `cache` lacks, on as many threads as there
-    are cores (linfuse releases the GIL while it optimizes and JIT-compiles;
-    LLVM's code generation is most of a partition's compile time, about
-    0.9 s for a LLaMA-7B-shaped layer's). Returns {cache key: function or
-    the linfuse.Error it raised}; the functions also go into `cache`."""
+    """Compiles the partitions `cache` lacks, on as many threads as this
+    process may use cores, up to 8 (linfuse releases the GIL while it
+    optimizes and JIT-compiles; LLVM's code generation is most of a
+    partition's compile time, about 0.9 s for a LLaMA-7B-shaped layer's).
+    Returns {cache key: function or the linfuse.Error it raised}; the
+    functions also go into `cache`."""
     import concurrent.futures
 
     todo = {}
@@ -194,7 +195,8 @@ def _compile_functions(partitions: list[Partition], options: BackendOptions,
         if key not in cache:
             todo.setdefault(key, p)
     out = {}
-    workers = min(len(todo), os.cpu_count() or 1)
+    # At most 8 at once: each compile holds its own MLIR and LLVM modules.
+    workers = min(len(todo), len(os.sched_getaffinity(0)), 8)
     if workers > 1:
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
             futures = {key: pool.submit(_compile_function, p, options)
