@@ -24,8 +24,8 @@ import linfuse
 
 from .partition import Partition
 
-__all__ = ["CompiledPartition", "WeightPacking", "views_as_reshapes", "to_input", "from_bf16_bits", "call_native",
-           "follow_torch_threads"]
+__all__ = ["CompiledPartition", "WeightPacking", "views_as_reshapes", "to_input",
+           "from_bf16_bits", "call_native", "follow_torch_threads"]
 
 #: The thread count last handed to linfuse (None: not yet), or False when
 #: $LINFUSE_NUM_THREADS fixes it.
