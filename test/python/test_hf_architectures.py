@@ -1,11 +1,12 @@
 """More Hugging Face architectures through torch.compile(backend="linfuse")
 than test_torch_backend.py covers (random weights, small configs): Mistral,
 Qwen2, Phi-3, Gemma, OPT, GPT-NeoX, Falcon, MPT, the T5 encoder, and whole
-encoder-decoders (BART, T5). Each in f32 and bf16 with dynamic sizes, at two input shapes compiled once: results against
-eager PyTorch, linfuse partitions in every model, and a merge in every
-model that has separate projections to merge (Falcon's: its attention and
-MLP read one layer norm, flattened separately, so the partitioner must put
-both GEMMs in one region first).
+encoder-decoders (BART, T5). Each in f32 and bf16 with dynamic sizes, at
+two input shapes compiled once: results against eager PyTorch, linfuse
+partitions in every model, and a merge in every model that has separate
+projections to merge (Falcon's: its attention and MLP read one layer norm,
+flattened separately, so the partitioner must put both GEMMs in one region
+first).
 
 The encoder-decoders also run with the eager fallback: the K and V
 projections of every decoder layer's cross-attention read the encoder's

@@ -33,8 +33,8 @@ from .importer import (ImportedProgram, UnsupportedOperatorError, exported_tenso
 from .module import CompiledModule, PartitionedModule
 from .aot import Library, export_library
 
-__all__ = ["compile", "export_library", "Library", "CompiledModule", "PartitionedModule", "UnsupportedOperatorError",
-           "ImportedProgram", "import_program", "export", "export_and_import"]
+__all__ = ["compile", "export_library", "Library", "CompiledModule", "PartitionedModule",
+           "UnsupportedOperatorError", "ImportedProgram", "import_program", "export", "export_and_import"]
 
 
 def export(model: torch.nn.Module, example_inputs: Sequence[Any] = (),
