@@ -50,12 +50,16 @@ SourceLocation mlir::linfuse::describeLocation(Location loc) {
 }
 
 namespace {
-/// Knows which pass each thread is running.
+/// Knows which pass each thread is running, and has each thread count the
+/// pipeline's statistics into `scope` while it runs one of its passes.
 class CurrentPass : public PassInstrumentation {
 public:
+  explicit CurrentPass(const void *scope) : scope(scope) {}
+
   void runBeforePass(Pass *pass, Operation *) override {
+    const void *previous = swapPassStatisticScope(scope);
     std::lock_guard<std::mutex> lock(mutex);
-    current[llvm::get_threadid()].push_back(pass->getArgument());
+    current[llvm::get_threadid()].push_back({pass->getArgument(), previous});
   }
   void runAfterPass(Pass *, Operation *) override { pop(); }
   void runAfterPassFailed(Pass *, Operation *) override { pop(); }
@@ -63,26 +67,31 @@ public:
   std::string currentArgument() {
     std::lock_guard<std::mutex> lock(mutex);
     auto &stack = current[llvm::get_threadid()];
-    return stack.empty() ? std::string() : stack.back().str();
+    return stack.empty() ? std::string() : stack.back().first.str();
   }
 
 private:
   void pop() {
     std::lock_guard<std::mutex> lock(mutex);
     auto &stack = current[llvm::get_threadid()];
-    if (!stack.empty())
-      stack.pop_back();
+    if (stack.empty())
+      return;
+    swapPassStatisticScope(stack.back().second);
+    stack.pop_back();
   }
 
+  const void *scope;
   std::mutex mutex;
-  llvm::DenseMap<uint64_t, SmallVector<StringRef, 2>> current;
+  /// Per thread: the passes it runs (nested ones last), each with the
+  /// statistic scope the thread had before.
+  llvm::DenseMap<uint64_t, SmallVector<std::pair<StringRef, const void *>, 2>>
+      current;
 };
 } // namespace
 
 struct PassReportCollector::Impl {
   Impl(PassManager &pm, PassReport &report)
-      : report(report), before(snapshotPassStatistics()),
-        handler(pm.getContext(), [this](Diagnostic &diag) {
+      : report(report), handler(pm.getContext(), [this](Diagnostic &diag) {
           if (diag.getSeverity() != DiagnosticSeverity::Remark)
             return failure();
           Remark remark{passes->currentArgument(),
@@ -91,14 +100,13 @@ struct PassReportCollector::Impl {
           this->report.remarks.push_back(std::move(remark));
           return success();
         }) {
-    auto instrumentation = std::make_unique<CurrentPass>();
+    auto instrumentation = std::make_unique<CurrentPass>(this);
     passes = instrumentation.get();
     pm.addInstrumentation(std::move(instrumentation));
     addRemarkCollector();
   }
 
   PassReport &report;
-  std::vector<PassStatisticValue> before;
   /// Owned by the pass manager.
   CurrentPass *passes = nullptr;
   std::mutex mutex;
@@ -108,16 +116,13 @@ struct PassReportCollector::Impl {
 PassReportCollector::PassReportCollector(PassManager &pm, PassReport &report)
     : impl(std::make_unique<Impl>(pm, report)) {}
 
-PassReportCollector::~PassReportCollector() { removeRemarkCollector(); }
+PassReportCollector::~PassReportCollector() {
+  removeRemarkCollector();
+  (void)takePassStatistics(impl.get()); // finish() not called: forget them
+}
 
 void PassReportCollector::finish() {
-  for (PassStatisticValue &now : snapshotPassStatistics()) {
-    auto old = llvm::find_if(impl->before, [&](const PassStatisticValue &v) {
-      return v.pass == now.pass && v.name == now.name;
-    });
-    if (old != impl->before.end())
-      now.value -= old->value;
-    if (now.value)
-      impl->report.statistics.push_back(std::move(now));
-  }
+  for (PassStatisticValue &value : takePassStatistics(impl.get()))
+    if (value.value)
+      impl->report.statistics.push_back(std::move(value));
 }

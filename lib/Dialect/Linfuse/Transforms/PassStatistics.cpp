@@ -4,6 +4,7 @@
 
 #include "llvm/Support/Format.h"
 
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -19,7 +20,21 @@ struct Entry {
 struct Registry {
   std::mutex mutex;
   std::vector<Entry> entries; // In first-counted order.
+  std::map<const void *, std::vector<Entry>> scoped;
 };
+
+void add(std::vector<Entry> &entries, llvm::StringRef pass,
+         const std::string &name, const char *description, uint64_t delta) {
+  for (Entry &e : entries) {
+    if (e.pass == pass && e.name == name) {
+      e.value += delta;
+      return;
+    }
+  }
+  entries.push_back({pass.str(), name, description, delta});
+}
+
+thread_local const void *threadScope = nullptr;
 } // namespace
 
 /// Never destroyed: the mlir-opt plugin prints it from an atexit handler,
@@ -33,14 +48,30 @@ PassStatistic &PassStatistic::operator+=(uint64_t delta) {
   Registry &r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   llvm::StringRef pass = owner->getArgument();
-  for (Entry &e : r.entries) {
-    if (e.pass == pass && e.name == name) {
-      e.value += delta;
-      return *this;
-    }
-  }
-  r.entries.push_back({pass.str(), name, description, delta});
+  add(r.entries, pass, name, description, delta);
+  if (threadScope)
+    add(r.scoped[threadScope], pass, name, description, delta);
   return *this;
+}
+
+const void *mlir::linfuse::swapPassStatisticScope(const void *scope) {
+  const void *previous = threadScope;
+  threadScope = scope;
+  return previous;
+}
+
+std::vector<PassStatisticValue>
+mlir::linfuse::takePassStatistics(const void *scope) {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  std::vector<PassStatisticValue> values;
+  auto it = r.scoped.find(scope);
+  if (it == r.scoped.end())
+    return values;
+  for (Entry &e : it->second)
+    values.push_back({e.pass, e.name, e.value});
+  r.scoped.erase(it);
+  return values;
 }
 
 uint64_t mlir::linfuse::getPassStatistic(llvm::StringRef passArgument,

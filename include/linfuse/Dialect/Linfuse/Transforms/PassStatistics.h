@@ -47,8 +47,19 @@ struct PassStatisticValue {
 };
 
 /// Every counter so far, in first-counted order (compare two snapshots for
-/// what one pipeline run counted).
+/// what one pipeline run counted, when no other runs at the same time).
 std::vector<PassStatisticValue> snapshotPassStatistics();
+
+/// Makes `scope` (null: none) the calling thread's statistic scope and
+/// returns the previous one: while it is set, what the thread counts also
+/// adds to `scope`'s own totals. A pipeline's report sets it around every
+/// pass it runs, on whichever thread runs it, so that its totals stay exact
+/// while other pipelines count at the same time (linfuse.torch compiles
+/// partitions on several threads).
+const void *swapPassStatisticScope(const void *scope);
+
+/// `scope`'s totals, in first-counted order; forgets them.
+std::vector<PassStatisticValue> takePassStatistics(const void *scope);
 
 /// Prints every counted statistic, grouped by pass, in the layout of MLIR's
 /// pass statistics report. Prints nothing when nothing was counted.
