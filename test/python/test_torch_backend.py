@@ -350,3 +350,22 @@ def test_weights_are_reordered_once(path):
             compiled(input_ids=ids, use_cache=False)
             reorders.append(linfuse.runtime_stats()["weight_reorders"])
     assert reorders[0] > 0 and reorders[1:] == [0, 0], reorders
+
+
+def test_floats_dynamo_passes_are_specialized_before_linfuse_compiles():
+    # ALBERT reads `math.pi` through transformers' activations module (GELU's
+    # tanh form) and its norms' eps: Dynamo passes them as graph inputs and
+    # Inductor would restart Dynamo to specialize them after linfuse had
+    # compiled. The backend restarts it first: one graph, compiled once.
+    config = transformers.AlbertConfig(
+        vocab_size=512, embedding_size=64, hidden_size=64, num_hidden_layers=2,
+        num_attention_heads=4, intermediate_size=160)
+    model = transformers.AlbertModel(config).eval()
+    be = lt.backend()
+    ids = torch.randint(0, 512, (2, 9))
+    with torch.no_grad():
+        got = torch.compile(model, backend=be, dynamic=True)(input_ids=ids).last_hidden_state
+        want = model(input_ids=ids).last_hidden_state
+    assert rel_err(got, want) < 1e-5
+    assert len(be.graphs) == 1, [str(g) for g in be.graphs]
+    assert be.report.merges

@@ -312,26 +312,28 @@ def _as_operators(gm: GraphModule, compiled: list[CompiledPartition]) -> GraphMo
     return gm
 
 
-def _specialize_in_dynamo(inputs: list[Node]) -> None:
-    """Has Dynamo trace the graph again with the float module constants
-    `inputs` as numbers in it, when it would do so anyway: Inductor
-    specializes the floats of the graph it is handed (its scalar
-    tensorification) by restarting Dynamo, which would throw away all that
-    linfuse compiled first (twice the compile time of a LLaMA block). Does
-    nothing where Dynamo's internals differ from those of torch 2.15
-    (the restart then comes later)."""
+def _specialize_in_dynamo(placeholders: list[Node]) -> None:
+    """Has Dynamo trace the graph again with the Python floats it passes as
+    graph inputs (module constants such as RMSNorm's eps, globals such as
+    `math.pi` in GELU's tanh form) as numbers in it, when it would do so
+    anyway: Inductor specializes the floats of the graph it is handed (its
+    scalar tensorification) by restarting Dynamo, which would throw away
+    all that linfuse compiled first (twice the compile time of a LLaMA
+    block). Dynamo then guards on their values. Does nothing where Dynamo's
+    internals differ from those of torch 2.15 (the restart then comes
+    later)."""
     try:
         from torch._dynamo.exc import TensorifyScalarRestartAnalysis
         from torch._dynamo.symbolic_convert import TensorifyState
+        from torch.utils._sympy.symbol import SymT, symbol_is_type
     except ImportError:
         return
     names = []
-    for node in inputs:
+    for node in placeholders:
         memo = getattr(node.meta.get("example_value"), "item_memo", None)
-        name = getattr(getattr(getattr(memo, "node", None), "_expr", None), "name", None)
-        if not isinstance(name, str):
-            return
-        names.append(name)
+        expr = getattr(getattr(memo, "node", None), "_expr", None)
+        if getattr(expr, "is_Symbol", False) and symbol_is_type(expr, SymT.FLOAT):
+            names.append(expr.name)
     fresh = [n for n in names if not TensorifyState.should_specialize(n)]
     if not fresh:
         return
@@ -428,8 +430,8 @@ class Backend:
             return self._fallback_whole(gm, example_inputs, opts)
         constant_positions = [i for i in module_constant_positions(placeholders, example_inputs)
                               if i not in weight_positions]
-        if constant_positions and opts.fallback == "inductor":
-            _specialize_in_dynamo([placeholders[i] for i in constant_positions])
+        if opts.fallback == "inductor":
+            _specialize_in_dynamo(placeholders)
         # Read here: inside AOT autograd the inputs are fake.
         constant_values = tuple(float(example_inputs[i]) for i in constant_positions)
         from torch._dynamo.backends.common import aot_autograd
