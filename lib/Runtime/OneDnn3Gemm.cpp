@@ -416,28 +416,24 @@ v3::Handle reorderInSlices(const Layout &b, int32_t type, void *data,
   Slicing slicing = Slicing::of(b, elt);
   if (!slicing.step)
     return nullptr;
-  int64_t dims[2] = {b.dims[1], b.dims[2]};
   int64_t strides[2] = {b.strides[1], b.strides[2]};
   // Every slice's reorder first: a failure then leaves all values in place.
-  struct Slice {
+  struct Slice : Slicing::Piece {
     v3::Handle from = nullptr, into = nullptr, reorder = nullptr;
-    char *source;
-    int64_t bytes;
   };
   std::vector<Slice> slices;
   bool ok = true;
-  for (int64_t at = 0; at < dims[slicing.dim] && ok; at += slicing.step) {
+  for (const Slicing::Piece &piece : slicing.pieces(b, data)) {
+    if (!ok)
+      break;
     Slice slice;
-    int64_t part[2] = {dims[0], dims[1]}, offsets[2] = {0, 0};
-    part[slicing.dim] = std::min(slicing.step, dims[slicing.dim] - at);
-    offsets[slicing.dim] = at;
-    slice.source = static_cast<char *>(data) + at * slicing.sliceBytes;
-    slice.bytes = part[slicing.dim] * slicing.sliceBytes;
+    static_cast<Slicing::Piece &>(slice) = piece;
     v3::Handle rpd = nullptr;
-    ok = d->memory_desc_create_with_strides(&slice.from, 2, part, typeOf(type),
+    ok = d->memory_desc_create_with_strides(&slice.from, 2, slice.part,
+                                            typeOf(type),
                                             strides) == v3::kSuccess &&
-         d->memory_desc_create_submemory(&slice.into, to, part, offsets) ==
-             v3::kSuccess &&
+         d->memory_desc_create_submemory(&slice.into, to, slice.part,
+                                         slice.offsets) == v3::kSuccess &&
          d->reorder_primitive_desc_create(&rpd, slice.from, d->engine,
                                           slice.into, d->engine,
                                           nullptr) == v3::kSuccess &&

@@ -236,6 +236,29 @@ struct Slicing {
       return {};
     return s;
   }
+
+  /// One slice of the 2-d B at `data`: its sizes and offsets in B, and
+  /// the bytes of the plain values it covers.
+  struct Piece {
+    int64_t part[2], offsets[2];
+    char *source;
+    int64_t bytes;
+  };
+
+  /// The slices of the 2-d B `b` at `data`, in order (`step` != 0).
+  std::vector<Piece> pieces(const Layout &b, void *data) const {
+    int64_t dims[2] = {b.dims[1], b.dims[2]};
+    std::vector<Piece> out;
+    for (int64_t at = 0; at < dims[dim]; at += step) {
+      Piece p{{dims[0], dims[1]}, {0, 0}, nullptr, 0};
+      p.part[dim] = std::min(step, dims[dim] - at);
+      p.offsets[dim] = at;
+      p.source = static_cast<char *>(data) + at * sliceBytes;
+      p.bytes = p.part[dim] * sliceBytes;
+      out.push_back(p);
+    }
+    return out;
+  }
 };
 
 /// Weights reordered into the layouts primitives read, by source address,

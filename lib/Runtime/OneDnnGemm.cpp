@@ -440,29 +440,25 @@ dnnl_memory_t reorderInSlices(const Layout &b, int32_t type, void *data,
   Slicing slicing = Slicing::of(b, elt);
   if (!slicing.step)
     return nullptr;
-  dnnl_dims_t dims = {b.dims[1], b.dims[2]};
   dnnl_dims_t strides = {b.strides[1], b.strides[2]};
   // Every slice's reorder first: a failure then leaves all values in place.
-  struct Slice {
+  struct Slice : Slicing::Piece {
     dnnl_memory_desc_t from, into;
     dnnl_primitive_t reorder = nullptr;
-    char *source;
-    int64_t bytes;
   };
   std::vector<Slice> slices;
   bool ok = true;
-  for (int64_t at = 0; at < dims[slicing.dim] && ok; at += slicing.step) {
+  for (const Slicing::Piece &piece : slicing.pieces(b, data)) {
+    if (!ok)
+      break;
     Slice slice;
-    dnnl_dims_t part = {dims[0], dims[1]}, offsets = {0, 0};
-    part[slicing.dim] = std::min(slicing.step, dims[slicing.dim] - at);
-    offsets[slicing.dim] = at;
-    slice.source = static_cast<char *>(data) + at * slicing.sliceBytes;
-    slice.bytes = part[slicing.dim] * slicing.sliceBytes;
+    static_cast<Slicing::Piece &>(slice) = piece;
     dnnl_primitive_desc_t rpd = nullptr;
-    ok = dnnl()->dnnl_memory_desc_init_by_strides(
-             &slice.from, 2, part, dnnlType(type), strides) == dnnl_success &&
-         dnnl()->dnnl_memory_desc_init_submemory(&slice.into, &to, part,
-                                                 offsets) == dnnl_success &&
+    ok = dnnl()->dnnl_memory_desc_init_by_strides(&slice.from, 2, slice.part,
+                                                  dnnlType(type),
+                                                  strides) == dnnl_success &&
+         dnnl()->dnnl_memory_desc_init_submemory(
+             &slice.into, &to, slice.part, slice.offsets) == dnnl_success &&
          dnnl()->dnnl_reorder_primitive_desc_create(&rpd, &slice.from, engine(),
                                                     &slice.into, engine(),
                                                     nullptr) == dnnl_success &&

@@ -167,8 +167,7 @@ def _partitioned(ep: torch.export.ExportedProgram, target: str, optimize: bool,
                 f"not supported")
     gm, info = compile_graph(gm, weights, options)
     if release_weights:
-        _release_in_partitions(gm, {n.name: t for n, t in zip(placeholders, slots)},
-                               info.partitions)
+        _release_in_partitions(gm, slots, info)
     timings["partition"] = time.perf_counter() - start
     if not info.partitions:
         warnings.warn("linfuse.torch.compile: no part of the model has a GEMM on a "
@@ -178,33 +177,27 @@ def _partitioned(ep: torch.export.ExportedProgram, target: str, optimize: bool,
                              example_args, example_kwargs)
 
 
-def _release_in_partitions(gm: torch.fx.GraphModule, tensors: dict,
-                           partitions: list) -> None:
+def _release_in_partitions(gm: torch.fx.GraphModule, slots: list, info) -> None:
     """Has each partition hand its weights over on its first call
     (`WeightPacking(release=True)`), except those something else reads: a
     node PyTorch runs, another partition, or another partition of the same
-    compiled function. `tensors` maps the names of the graph's
-    placeholders to the weights (None: a user input)."""
+    compiled function. `slots` holds the weight in each of the graph's
+    placeholders (None: a user input); `info` is the `CompiledGraph`, whose
+    `weight_inputs` say which placeholders each partition's weights are."""
     from .runtime import WeightPacking
 
     readers: dict[int, set] = {}        # storage -> partitions reading it (None: PyTorch)
-    for node in gm.graph.nodes:
-        tensor = tensors.get(node.name) if node.op == "placeholder" else None
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, tensor in zip(placeholders, slots):
         if tensor is not None:
-            key = tensor.untyped_storage().data_ptr()
-            readers.setdefault(key, set()).update(
+            readers.setdefault(tensor.untyped_storage().data_ptr(), set()).update(
                 u.target if u.op == "call_module" else None for u in node.users)
-    calls = {n.target: n for n in gm.graph.nodes if n.op == "call_module"}
-    functions = [id(p.function) for p in partitions]
-    for p in partitions:
-        args = calls[p.name].args
-        flags = []
-        for i in p._weight_pos:
-            arg = args[i]
-            tensor = (tensors.get(arg.name) if isinstance(arg, torch.fx.Node)
-                      and arg.op == "placeholder" else None)
-            flags.append(tensor is not None and functions.count(id(p.function)) == 1 and
-                         readers[tensor.untyped_storage().data_ptr()] == {p.name})
+    functions = [id(p.function) for p in info.partitions]
+    for p, positions in info.weight_inputs:
+        alone = functions.count(id(p.function)) == 1
+        flags = [slots[i] is not None and alone and
+                 readers[slots[i].untyped_storage().data_ptr()] == {p.name}
+                 for i in positions]
         p.weights = WeightPacking(p.function, release=True, releasable=flags)
 
 

@@ -189,29 +189,24 @@ def _compile_functions(partitions: list[Partition], options: BackendOptions,
     functions also go into `cache`."""
     import concurrent.futures
 
+    def attempt(partition: Partition):
+        try:
+            return _compile_function(partition, options)
+        except linfuse.Error as err:
+            return err
+
     todo = {}
     for p in partitions:
         key = _cache_key(p, options)
         if key not in cache:
             todo.setdefault(key, p)
-    out = {}
     # At most 8 at once: each compile holds its own MLIR and LLVM modules.
     workers = min(len(todo), len(os.sched_getaffinity(0)), 8)
     if workers > 1:
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            futures = {key: pool.submit(_compile_function, p, options)
-                       for key, p in todo.items()}
-            for key, future in futures.items():
-                try:
-                    out[key] = future.result()
-                except linfuse.Error as err:
-                    out[key] = err
+            out = dict(zip(todo, pool.map(attempt, todo.values())))
     else:
-        for key, p in todo.items():
-            try:
-                out[key] = _compile_function(p, options)
-            except linfuse.Error as err:
-                out[key] = err
+        out = {key: attempt(p) for key, p in todo.items()}
     for key, value in out.items():
         if not isinstance(value, linfuse.Error):
             cache[key] = value
