@@ -218,22 +218,24 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
   std::shared_ptr<llvm::TargetMachine> host = std::move(*machine);
   ExecutionEngineOptions engineOptions;
   engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
-  exe->optimizer = [host, optimize = makeOptimizingTransformer(
+  exe->code = std::make_shared<Code>();
+  Code &code = *exe->code;
+  code.optimizer = [host, optimize = makeOptimizingTransformer(
                               /*optLevel=*/3,
                               /*sizeLevel=*/0, host.get())](llvm::Module *m) {
     return optimize(m);
   };
-  engineOptions.transformer = exe->optimizer;
+  engineOptions.transformer = code.optimizer;
   routeAssertionsToRuntime(module);
   // Large constants (embedded weights) stay data: bound by address below,
   // never emitted by LLVM.
-  exe->constants = externalizeLargeConstants(module, kMinExternalBytes);
-  if (options.report && !exe->constants.empty()) {
+  code.constants = externalizeLargeConstants(module, kMinExternalBytes);
+  if (options.report && !code.constants.empty()) {
     uint64_t bytes = 0;
-    for (const ExternalConstant &c : exe->constants)
+    for (const ExternalConstant &c : code.constants)
       bytes += c.bytes;
     options.report->statistics.push_back(
-        {"linfuse-jit", "constants-bound-as-data", exe->constants.size()});
+        {"linfuse-jit", "constants-bound-as-data", code.constants.size()});
     options.report->statistics.push_back(
         {"linfuse-jit", "bytes-bound-as-data", bytes});
   }
@@ -242,10 +244,10 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
     std::string msg = llvm::toString(engine.takeError());
     return makeError("JIT compilation failed: " + msg);
   }
-  exe->engine = std::move(*engine);
-  if (!exe->constants.empty())
-    exe->engine->registerSymbols(
-        [&constants = exe->constants](llvm::orc::MangleAndInterner interner) {
+  code.engine = std::move(*engine);
+  if (!code.constants.empty())
+    code.engine->registerSymbols(
+        [&constants = code.constants](llvm::orc::MangleAndInterner interner) {
           llvm::orc::SymbolMap symbols;
           for (const ExternalConstant &c : constants)
             symbols[interner(c.symbol)] = {
@@ -259,13 +261,33 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
   for (const std::string &name : {exe->entryName, exe->packName}) {
     if (name.empty())
       continue;
-    auto symbol = exe->engine->lookupPacked("_mlir_ciface_" + name);
+    auto symbol = code.engine->lookupPacked("_mlir_ciface_" + name);
     if (!symbol)
       return makeError("JIT compilation of @" + name +
                        " failed: " + llvm::toString(symbol.takeError()));
     exe->functions[name] = *symbol;
   }
   return exe;
+}
+
+Executable::Code::~Code() = default;
+
+llvm::Expected<std::unique_ptr<Executable>> Executable::instantiate() const {
+  if (targetKind != Target::CPU)
+    return makeError("only code compiled for the CPU can be instantiated "
+                     "again; compile the function once per set of weights");
+  std::unique_ptr<Executable> copy(new Executable());
+  copy->code = code;
+  copy->functions = functions;
+  copy->targetKind = targetKind;
+  copy->entryName = entryName;
+  copy->packName = packName;
+  copy->args = args;
+  copy->resultTypes = resultTypes;
+  copy->packedTypes = packedTypes;
+  copy->weightGroups = weightGroups;
+  copy->gemmOnlyPacked = gemmOnlyPacked;
+  return copy;
 }
 
 //===----------------------------------------------------------------------===//

@@ -153,6 +153,9 @@ class Function:
         self._native = native
         self._optimized = optimized
         self.report = Report._from_native(native.report)
+        #: The function whose compiled code this one runs (`instance()`),
+        #: or None.
+        self.instance_of: Function | None = None
 
     @property
     def name(self) -> str:
@@ -192,6 +195,15 @@ class Function:
         read the values again. Returns every (address, bytes) range handed
         over. CPU only ([] elsewhere)."""
         return [tuple(r) for r in self._native.hand_over_weights(list(within))]
+
+    def instance(self) -> "Function":
+        """A function running the same compiled code, with weights of its
+        own (`load_weights`), without compiling again: one compile serves
+        functions that differ only in their weights, such as a model's
+        identical layers. The report is this function's. CPU only."""
+        copy = Function(self._native.instantiate(), self._optimized)
+        copy.instance_of = self
+        return copy
 
     def load_weights(self, *weights) -> None:
         """Packs the `linfuse.weight` arguments, in order, once. The arrays

@@ -209,6 +209,25 @@ PYBIND11_MODULE(_linfuse, m) {
       py::arg("ir"));
 
   m.def(
+      "structure",
+      [](const std::string &ir) {
+        // The IR as the compiler sees it: without locations and without the
+        // weights' `linfuse.name`s, the only parts of a module that do not
+        // change the code compiled from it.
+        auto ctx = makeContext();
+        OwningOpRef<ModuleOp> module = parse(*ctx, ir);
+        module->walk([](func::FuncOp fn) {
+          for (unsigned i = 0, e = fn.getNumArguments(); i < e; ++i)
+            fn.removeArgAttr(i, "linfuse.name");
+        });
+        std::string text;
+        llvm::raw_string_ostream os(text);
+        module->print(os, OpPrintingFlags().enableDebugInfo(false));
+        return text;
+      },
+      py::arg("ir"));
+
+  m.def(
       "runtime_stats",
       [](bool reset) {
         linfuse_runtime_stats stats;
@@ -270,6 +289,16 @@ PYBIND11_MODULE(_linfuse, m) {
            py::arg("ir"), py::arg("entry"), py::arg("target") = "cpu",
            py::arg("optimize") = true, py::arg("cuda_graph") = false,
            py::arg("runtime_checks") = true)
+      .def(
+          "instantiate",
+          [](const CompiledFunction &f) {
+            auto copy = std::make_unique<CompiledFunction>();
+            copy->exe = check(f.exe->instantiate());
+            copy->report = f.report;
+            copy->name = f.name;
+            return copy;
+          },
+          "The same compiled code with weights of its own (CPU only).")
       .def_readonly("name", &CompiledFunction::name)
       .def_readonly("report", &CompiledFunction::report)
       .def_property_readonly("arguments",

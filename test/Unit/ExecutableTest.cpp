@@ -143,6 +143,39 @@ TEST_F(ExecutableTest, PackOnceThenActivationsOnly) {
   }
 }
 
+TEST_F(ExecutableTest, InstancesShareCodeNotWeights) {
+  auto instance = exe->instantiate();
+  ASSERT_TRUE(static_cast<bool>(instance)) << toString(instance.takeError());
+  std::unique_ptr<Executable> other = std::move(*instance);
+  EXPECT_TRUE(other->hasPackFunction());
+  EXPECT_FALSE(other->hasPackedWeights());
+  EXPECT_EQ(other->numActivations(), 1u);
+  float v0[12], v1[8];
+  for (int i = 0; i < 12; ++i)
+    v0[i] = 3.0f - 0.5f * i;
+  for (int i = 0; i < 8; ++i)
+    v1[i] = 0.125f * i;
+  ASSERT_FALSE(static_cast<bool>(exe->packWeights(
+      {{ElementType::F32, {4, 3}, w0}, {ElementType::F32, {4, 2}, w1}})));
+  ASSERT_FALSE(static_cast<bool>(other->packWeights(
+      {{ElementType::F32, {4, 3}, v0}, {ElementType::F32, {4, 2}, v1}})));
+  std::vector<float> x = {1, 2, 3, 4, -1, 0, 1, 0.5f};
+  // Each reads its own packed weights, whichever packed last; the code
+  // outlives the executable it was compiled as.
+  for (int round = 0; round < 2; ++round) {
+    auto mine = exe->invoke({{ElementType::F32, {2, 4}, x.data()}});
+    ASSERT_TRUE(static_cast<bool>(mine)) << toString(mine.takeError());
+    expectResult((*mine)[0], reference(x, w0, 3), 2, 3);
+    expectResult((*mine)[1], reference(x, w1, 2), 2, 2);
+    if (round == 1)
+      exe.reset();
+    auto theirs = other->invoke({{ElementType::F32, {2, 4}, x.data()}});
+    ASSERT_TRUE(static_cast<bool>(theirs)) << toString(theirs.takeError());
+    expectResult((*theirs)[0], reference(x, v0, 3), 2, 3);
+    expectResult((*theirs)[1], reference(x, v1, 2), 2, 2);
+  }
+}
+
 TEST_F(ExecutableTest, InputErrorsAreOneLine) {
   std::vector<float> x(8);
   auto noWeights = exe->invoke({{ElementType::F32, {2, 4}, x.data()}});

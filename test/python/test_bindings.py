@@ -212,6 +212,59 @@ def test_weights_packed_once(rng):
         fn.load_weights(ws[0])
 
 
+def test_instances_run_the_same_code_with_their_own_weights(rng):
+    fn = linfuse.compile(QKV, entry="qkv").qkv
+    copies = [fn, fn.instance(), fn.instance().instance()]
+    assert [c.instance_of for c in copies[:2]] == [None, fn]
+    assert copies[2].instance_of is not None and copies[2].instance_of.instance_of is fn
+    assert all(c.report.merges and len(c.report.merges) == len(fn.report.merges)
+               for c in copies)
+    assert all(c.arguments == fn.arguments and c.results == fn.results for c in copies)
+    assert all(c.concatenated_weights == fn.concatenated_weights for c in copies)
+    weights = [qkv_weights(rng) for _ in copies]
+    for c, ws in zip(copies, weights):
+        assert not c._native.weights_packed
+        c.load_weights(*ws)
+    # Each keeps its own packed weights, whichever ran last.
+    for _ in range(2):
+        for c, ws in zip(copies, weights):
+            x = rng.standard_normal((5, 32)).astype(np.float32)
+            for g, want in zip(c(x), qkv_reference(x, ws)):
+                np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-5)
+    # The code outlives the function it was compiled as.
+    last = copies[2]
+    del copies, fn
+    x = rng.standard_normal((3, 32)).astype(np.float32)
+    for g, want in zip(last(x), qkv_reference(x, weights[2])):
+        np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not linfuse.cuda_enabled(), reason="built without CUDA: "
+                    "no CUDA target to refuse instances of")
+def test_instances_are_cpu_only():
+    fn = linfuse.compile(QKV, target="cuda", entry="qkv").qkv
+    with pytest.raises(linfuse.Error, match="only code compiled for the CPU"):
+        fn.instance()
+
+
+def test_structure_ignores_locations_and_weight_names():
+    ir = QKV.replace("%wq: tensor<16x32xf32> {linfuse.weight}",
+                     '%wq: tensor<16x32xf32> {linfuse.weight, linfuse.name = "a.q"}')
+    renamed = (ir.replace('"a.q"', '"b.q"').replace("%wq", "%q_weight")
+               .replace("%m = tensor.dim %x, %c0 : tensor<?x32xf32>",
+                        '%m = tensor.dim %x, %c0 : tensor<?x32xf32> loc("layer7")'))
+    structure = linfuse._linfuse.structure
+    assert structure(ir) == structure(renamed) == structure(QKV)
+    assert "layer7" not in structure(renamed) and "a.q" not in structure(ir)
+    # Anything else that changes the code changes it.
+    for other in (ir.replace("16x32xf32", "16x33xf32").replace("?x32xf32", "?x33xf32"),
+                  ir.replace("arith.addf %a, %bb", "arith.mulf %a, %bb"),
+                  ir.replace("{linfuse.weight, linfuse.name", "{linfuse.name")):
+        assert structure(other) != structure(ir)
+    with pytest.raises(linfuse.Error):
+        structure("func.func @f(")
+
+
 def test_input_errors(rng):
     fn = linfuse.compile(QKV, entry="qkv").qkv
     ws = qkv_weights(rng)

@@ -116,6 +116,8 @@ def check_against_eager(name: str, dtype: torch.dtype, backend) -> "lt.Backend":
             err = ((got - want).abs().max() / want.abs().max()).item()
             assert err <= TOLERANCE[dtype], (name, shape, err)
         assert backend.partitions, f"{name}: linfuse compiled nothing"
+        failed = [f for g in backend.graphs for f in g.failed]
+        assert not failed, f"{name}: partitions left to the fallback: {failed}"
         return backend
     finally:
         torch._dynamo.reset()

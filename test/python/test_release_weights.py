@@ -192,7 +192,7 @@ def test_a_partitioned_llama_releases_what_only_its_partitions_read():
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     config = transformers.LlamaConfig(
-        vocab_size=512, hidden_size=128, intermediate_size=352, num_hidden_layers=2,
+        vocab_size=512, hidden_size=128, intermediate_size=352, num_hidden_layers=3,
         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
     model = transformers.LlamaForCausalLM(config).eval()
     inputs = [torch.randint(0, 512, (1, n)) for n in (7, 1, 16, 3, 1)]
@@ -207,6 +207,9 @@ def test_a_partitioned_llama_releases_what_only_its_partitions_read():
                           release_weights=True)
     assert isinstance(compiled, lt.PartitionedModule)
     assert compiled.released_bytes is None
+    # Layers 1 and 2's boundaries run one code (instances): each hands over
+    # its own weights.
+    assert sum(p.function.instance_of is not None for p in compiled.partitions) == 1
     for ids, want in zip(inputs, wants):
         assert rel_err(compiled(input_ids=ids, use_cache=False).logits, want) < 1e-5
     # Every projection (attention and MLP) was handed over; the embedding,

@@ -369,3 +369,58 @@ def test_floats_dynamo_passes_are_specialized_before_linfuse_compiles():
     assert rel_err(got, want) < 1e-5
     assert len(be.graphs) == 1, [str(g) for g in be.graphs]
     assert be.report.merges
+
+
+@pytest.mark.parametrize("path", ["eager", "linfuse.torch.compile"])
+def test_identical_layers_compile_once(path, monkeypatch):
+    # Four layers make five partitions: the first (to layer 0's Q/K/V), one
+    # per layer boundary (o_proj, the MLP, the next layer's Q/K/V) and the
+    # last. The three boundary ones differ only in their weights: compiled
+    # once, the other two are instances with weights of their own.
+    backend_module = sys.modules["linfuse.torch.backend"]
+    real, compiles = backend_module._compile_function, []
+
+    def counted(partition, options):
+        compiles.append(partition)
+        return real(partition, options)
+
+    monkeypatch.setattr(backend_module, "_compile_function", counted)
+    model = llama(layers=4, hidden=256)
+    ids = torch.randint(0, 1000, (2, 9))
+    if path == "eager":
+        be = lt.backend(fallback="eager")
+        compiled = torch.compile(model, backend=be, dynamic=True)
+        with torch.no_grad():
+            compiled(input_ids=ids, use_cache=False)
+        graph = be.graphs[0]
+    else:
+        compiled = lt.compile(model, (), {"input_ids": ids, "use_cache": False},
+                              dynamic_shapes={"input_ids": {1: torch.export.Dim("s", max=256)},
+                                              "use_cache": None})
+        graph = compiled.graph
+    partitions = graph.partitions
+    assert len(partitions) == 5 and len(compiles) == 3
+    instances = [p for p in partitions if p.function.instance_of is not None]
+    assert len(instances) == 2
+    owner = instances[0].function.instance_of
+    assert all(p.function.instance_of is owner for p in instances)
+    assert len({id(p.function) for p in partitions}) == 5
+    owner_name = next(p.name for p in partitions if p.function is owner)
+    assert str(graph).count(f"the code of {owner_name}") == 2
+    assert all(len(p.report.merges) == len(owner.report.merges) == 2 for p in instances)
+    with torch.no_grad():
+        for seq in (9, 4, 9, 17):
+            ids = torch.randint(0, 1000, (2, seq))
+            got = compiled(input_ids=ids, use_cache=False).logits
+            want = model(input_ids=ids, use_cache=False).logits
+            assert rel_err(got, want) < 1e-4, seq
+    # Each partition packed its own weights once: no ping-pong between the
+    # layers sharing code.
+    assert [p.packs for p in partitions] == [1] * 5
+    # A change in one layer repacks the one partition that reads it.
+    with torch.no_grad():
+        model.model.layers[2].mlp.down_proj.weight.mul_(-1.5)
+        got = compiled(input_ids=ids, use_cache=False).logits
+        want = model(input_ids=ids, use_cache=False).logits
+    assert rel_err(got, want) < 1e-4
+    assert sorted(p.packs for p in partitions) == [1, 1, 1, 1, 2]

@@ -112,6 +112,13 @@ public:
           const CompileOptions &options);
   ~Executable();
 
+  /// A new executable running the same compiled code (no optimizing, no
+  /// code generation again) with a state of its own: its own bound inputs
+  /// and packed weights. For functions that differ only in their weights
+  /// (the identical layers of a model). CPU target only: on CUDA the code
+  /// keeps per-function state (its CUDA graph slot).
+  llvm::Expected<std::unique_ptr<Executable>> instantiate() const;
+
   llvm::ArrayRef<TensorSignature> arguments() const { return args; }
   llvm::ArrayRef<TensorSignature> results() const { return resultTypes; }
 
@@ -219,16 +226,21 @@ private:
                         ResultConsumer consume);
   void release(std::vector<Buffer> &buffers);
 
-  /// The LLVM optimizer the engine runs on the module. The engine holds it
-  /// as a function_ref, so it lives here, as long as the engine (a
-  /// temporary lambda left the engine a dangling reference: ASan's
-  /// stack-use-after-scope).
-  std::function<llvm::Error(llvm::Module *)> optimizer;
-  /// Constants of 64 KiB and more, taken out of the module before code
-  /// generation (externalizeLargeConstants) and bound to their symbols;
-  /// declared before the engine, which reads them, so they outlive it.
-  std::vector<ExternalConstant> constants;
-  std::unique_ptr<ExecutionEngine> engine;
+  /// The compiled code, shared by instantiate()'s copies.
+  struct Code {
+    /// The LLVM optimizer the engine runs on the module. The engine holds
+    /// it as a function_ref, so it lives here, as long as the engine (a
+    /// temporary lambda left the engine a dangling reference: ASan's
+    /// stack-use-after-scope).
+    std::function<llvm::Error(llvm::Module *)> optimizer;
+    /// Constants of 64 KiB and more, taken out of the module before code
+    /// generation (externalizeLargeConstants) and bound to their symbols;
+    /// declared before the engine, which reads them, so they outlive it.
+    std::vector<ExternalConstant> constants;
+    std::unique_ptr<ExecutionEngine> engine;
+    ~Code();
+  };
+  std::shared_ptr<Code> code;
   /// The packed entry points (`_mlir_ciface_<name>`), looked up at compile.
   llvm::StringMap<void (*)(void **)> functions;
   Target targetKind = Target::CPU;

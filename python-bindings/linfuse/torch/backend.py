@@ -147,9 +147,15 @@ class CompiledGraph:
     def __str__(self) -> str:
         lines = [f"{len(self.partitions)} linfuse partitions, {self.fallback_regions} "
                  f"regions left to PyTorch ({self.seconds:.2f} s)"]
+        names = {id(p.function): p.name for p in self.partitions}
         for p in self.partitions:
             lines.append(f"  {p.name}: {len(p.partition.nodes)} nodes, "
                          f"{len(p.report.merges)} merges, {len(p.report.folds)} folds")
+            owner = p.function.instance_of
+            if owner is not None:
+                # Its report is the owner's: the remarks would repeat.
+                lines[-1] += f", the code of {names.get(id(owner), 'an earlier graph')}"
+                continue
             lines.extend(f"    {r}" for r in p.report.remarks if r.kind in ("merge", "fold"))
         if self.left_to_pytorch:
             lines.append(f"  left to PyTorch: {', '.join(self.left_to_pytorch)}")
@@ -179,14 +185,30 @@ def _compile_function(partition: Partition, options: BackendOptions) -> "linfuse
     return module[partition.imported.func_name]
 
 
+def _structure_key(partition: Partition, options: BackendOptions) -> tuple:
+    """What the compiled code depends on: the partition's IR without
+    locations and weight names. A model's identical layers have one. IR
+    that does not parse is its own (compiling it reports the error)."""
+    try:
+        structure = linfuse._linfuse.structure(partition.imported.ir)
+    except linfuse.Error:
+        return _cache_key(partition, options)
+    return ("structure", structure, options.target, options.optimize, options.cuda_graph)
+
+
 def _compile_functions(partitions: list[Partition], options: BackendOptions,
                        cache: dict) -> dict:
     """Compiles the partitions `cache` lacks, on as many threads as this
     process may use cores, up to 8 (linfuse releases the GIL while it
     optimizes and JIT-compiles; LLVM's code generation is most of a
     partition's compile time, about 0.9 s for a LLaMA-7B-shaped layer's).
-    Returns {cache key: function or the linfuse.Error it raised}; the
-    functions also go into `cache`."""
+
+    On the CPU, partitions that differ only in their weights and names (a
+    model's identical layers: one partition from each layer's attention
+    output projection to the next layer's Q/K/V) compile once: the others
+    are instances of that code (`Function.instance`) with weights of their
+    own, and share its report. Returns {cache key: function or the
+    linfuse.Error it raised}; the functions also go into `cache`."""
     import concurrent.futures
 
     def attempt(partition: Partition):
@@ -200,16 +222,35 @@ def _compile_functions(partitions: list[Partition], options: BackendOptions,
         key = _cache_key(p, options)
         if key not in cache:
             todo.setdefault(key, p)
+    # Cache key -> the key of the code it runs, and the code to compile.
+    code_of = {key: _structure_key(p, options) if options.target == "cpu" else key
+               for key, p in todo.items()}
+    compile = {}
+    for key, p in todo.items():
+        if code_of[key] not in cache:
+            compile.setdefault(code_of[key], p)
     # At most 8 at once: each compile holds its own MLIR and LLVM modules.
-    workers = min(len(todo), len(os.sched_getaffinity(0)), 8)
+    workers = min(len(compile), len(os.sched_getaffinity(0)), 8)
     if workers > 1:
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            out = dict(zip(todo, pool.map(attempt, todo.values())))
+            code = dict(zip(compile, pool.map(attempt, compile.values())))
     else:
-        out = {key: attempt(p) for key, p in todo.items()}
-    for key, value in out.items():
-        if not isinstance(value, linfuse.Error):
-            cache[key] = value
+        code = {key: attempt(p) for key, p in compile.items()}
+    out = {}
+    for key in todo:
+        fresh = code.pop(code_of[key], None)
+        if fresh is not None:
+            # The first partition with this code runs it; the others and
+            # later graphs get instances.
+            out[key] = fresh
+            if not isinstance(fresh, linfuse.Error) and code_of[key] != key:
+                cache[code_of[key]] = fresh
+        else:
+            shared = cache.get(code_of[key]) or out[next(k for k in out
+                                                         if code_of[k] == code_of[key])]
+            out[key] = shared if isinstance(shared, linfuse.Error) else shared.instance()
+        if not isinstance(out[key], linfuse.Error):
+            cache[key] = out[key]
     return out
 
 

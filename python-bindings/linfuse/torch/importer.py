@@ -539,6 +539,11 @@ class _FuncBuilder:
         elif tv.transpose_of is not None:
             src = tv.transpose_of
             tv.ssa = self.transpose(src, [1, 0], loc, tv.hint).ssa
+        elif tv.slice_of is not None and any(_is_static(d) and d == 0 for d in tv.shape):
+            # An empty slice (Phi-3's q[..., rotary_dim:] with a rotary
+            # dimension of the whole head): extract_slice refuses its offset,
+            # one past the end; it has no values to take.
+            tv.ssa = self.empty(tv.shape, tv.dtype, loc, tv.hint)
         elif tv.slice_of is not None:
             src, dim, offset = tv.slice_of
             s = self.value(src)
