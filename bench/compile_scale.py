@@ -116,13 +116,55 @@ def hf_llama(layers: int, hidden: int, inter: int, kv_heads: int, dtype):
         torch.set_default_dtype(default)
 
 
-def child(args) -> dict:
+def build(args, layers: int, hidden: int, inter: int, dtype):
+    """(model, input, run(f, rows), kwargs, dynamic shapes) for `--model`."""
+    import torch
+
+    with torch.no_grad():
+        if args.model == "mlp":
+            model = llama_mlp_stack(layers, hidden, inter, dtype)
+            x = torch.randn(args.m, hidden, dtype=dtype)
+            run = lambda f, rows: f(rows)                               # noqa: E731
+            return model, x, run, {}, ({0: torch.export.Dim("m", min=1, max=4096)},)
+        model = hf_llama(layers, hidden, inter, args.kv_heads, dtype)
+        x = torch.randint(0, 256, (1, args.m))      # M tokens of one sequence
+        run = lambda f, rows: f(input_ids=rows, use_cache=False).logits  # noqa: E731
+        return (model, x, run, {"input_ids": x, "use_cache": False},
+                {"input_ids": {1: torch.export.Dim("s", min=1, max=4096)}, "use_cache": None})
+
+
+def compile_model(args, model, x, kwargs, dims):
     import torch
 
     import linfuse.torch as lt
 
+    with torch.no_grad():
+        if args.path == "backend":
+            return torch.compile(model, backend="linfuse", dynamic=True)
+        options = {}
+        if args.weights:
+            options["weights"] = args.weights
+        if args.release_weights:
+            options["release_weights"] = True
+        return lt.compile(model, () if kwargs else (x,), kwargs or None,
+                          dynamic_shapes=dims, **options)
+
+
+def child(args) -> dict:
+    import torch
+
     torch.manual_seed(0)
     dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
+    if args.warm:
+        # What any first compile in a process pays once, whatever the model:
+        # torch.export's and Dynamo's machinery loaded, MLIR and LLVM set
+        # up, oneDNN's first kernels (~0.25 GB on this machine). A tiny
+        # model of the same kind goes through the same path first.
+        model, x, run, kwargs, dims = build(args, 1, 256, 688, dtype)
+        with torch.no_grad():
+            run(compile_model(args, model, x, kwargs, dims), x)
+        del model
+        torch._dynamo.reset()
     if args.pretouch_gb:
         # On a VM whose memory the host backs lazily (Firecracker here), the
         # first touch of a page the guest never used costs ~8 s/GB, against
@@ -131,41 +173,20 @@ def child(args) -> dict:
         # and reset the peak RSS.
         block = torch.ones(int(args.pretouch_gb * 2**30), dtype=torch.uint8)
         del block
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
     base = rss_bytes()
 
-    with torch.no_grad():
-        if args.model == "mlp":
-            model = llama_mlp_stack(args.layers, args.hidden, args.inter, dtype)
-            x = torch.randn(args.m, args.hidden, dtype=dtype)
-            run = lambda f, rows: f(rows)                               # noqa: E731
-            kwargs, dims = {}, ({0: torch.export.Dim("m", min=1, max=4096)},)
-        else:
-            model = hf_llama(args.layers, args.hidden, args.inter, args.kv_heads, dtype)
-            x = torch.randint(0, 256, (1, args.m))      # M tokens of one sequence
-            run = lambda f, rows: f(input_ids=rows, use_cache=False).logits  # noqa: E731
-            kwargs = {"input_ids": x, "use_cache": False}
-            dims = {"input_ids": {1: torch.export.Dim("s", min=1, max=4096)},
-                    "use_cache": None}
+    model, x, run, kwargs, dims = build(args, args.layers, args.hidden, args.inter, dtype)
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     with torch.no_grad():
         want = run(model, x).float()
     out = {"weight_bytes": weight_bytes, "base_rss": base}
 
     start = time.perf_counter()
-    with torch.no_grad():
-        if args.path == "module":
-            options = {}
-            if args.weights:
-                options["weights"] = args.weights
-            if args.release_weights:
-                options["release_weights"] = True
-            compiled = lt.compile(model, () if kwargs else (x,), kwargs or None,
-                                  dynamic_shapes=dims, **options)
-            out["stages"] = {k: round(v, 3) for k, v in compiled.timings.items()}
-        else:
-            compiled = torch.compile(model, backend="linfuse", dynamic=True)
+    compiled = compile_model(args, model, x, kwargs, dims)
+    if args.path == "module":
+        out["stages"] = {k: round(v, 3) for k, v in compiled.timings.items()}
     out["compile_s"] = time.perf_counter() - start
     with torch.no_grad():
         start = time.perf_counter()
@@ -227,6 +248,10 @@ def main() -> None:
     ap.add_argument("--release-weights", action="store_true",
                     help="linfuse.torch.compile(..., release_weights=True) (module path; "
                          "the model cannot run eagerly afterwards: no eager timings)")
+    ap.add_argument("--warm", action="store_true",
+                    help="compile and call a tiny model of the same kind on the same path "
+                         "first, so that the process's one-time costs are paid before the "
+                         "RSS baseline: the growth is then what this model adds")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--path", default="module", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -244,6 +269,7 @@ def main() -> None:
           + (f", weights={args.weights}" if args.weights else "")
           + (f", {args.pretouch_gb:g} GB pre-touched" if args.pretouch_gb else "")
           + (", release_weights=True" if args.release_weights else "")
+          + (", warmed up (RSS baseline after a tiny model's compile)" if args.warm else "")
           + (f", LINFUSE_REORDER_WEIGHTS={os.environ['LINFUSE_REORDER_WEIGHTS']}"
              if "LINFUSE_REORDER_WEIGHTS" in os.environ else ""))
     print()
@@ -262,6 +288,8 @@ def main() -> None:
                 cmd += ["--weights", args.weights]
             if args.release_weights:
                 cmd.append("--release-weights")
+            if args.warm:
+                cmd.append("--warm")
             print(f"[{path}, {layers} layers ...]", file=sys.stderr, flush=True)
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
