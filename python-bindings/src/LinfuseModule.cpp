@@ -268,7 +268,10 @@ PYBIND11_MODULE(_linfuse, m) {
 #endif
   });
 
-  py::class_<CompiledFunction>(m, "CompiledFunction")
+  // Attributes of its own (linfuse.torch keeps the memory of handed-over
+  // weights there): pybind11 frees them after the C++ object, whose
+  // executable makes the runtime forget those weights at its end.
+  py::class_<CompiledFunction>(m, "CompiledFunction", py::dynamic_attr())
       .def(py::init([](const std::string &ir, const std::string &entry,
                        const std::string &target, bool optimize, bool cudaGraph,
                        bool runtimeChecks) {

@@ -18,6 +18,7 @@ from torch.export import Dim
 
 import linfuse
 import linfuse.torch as lt
+from linfuse.torch.runtime import weight_blocks
 
 
 @pytest.fixture(autouse=True)
@@ -98,7 +99,7 @@ def test_released_values_leave_memory_but_earlier_aliases_keep_theirs():
     # The blocks the weights were moved into: whole pages of released
     # weights (gate and up, down; not the norm's 1 KiB) read as zeros once
     # oneDNN has reordered them.
-    blocks = [b for b in compiled._function.__dict__["_weight_blocks"]
+    blocks = [b for b in weight_blocks(compiled._function)
               if len(b) >= 2**20]
     assert len(blocks) == 2
     for block in blocks:
@@ -110,6 +111,35 @@ def test_released_values_leave_memory_but_earlier_aliases_keep_theirs():
     # parameters were moved, not their old storage dropped.
     for name, value in aliases.items():
         assert torch.equal(value, state[name]), name
+
+
+@pytest.mark.parametrize("owner", ["numpy", "storage handle"])
+def test_memory_something_else_holds_is_copied_before_release(owner):
+    # down's weight is in no merge group: when nothing else reads its memory
+    # it is released in place. Here something does: a numpy array it was
+    # made from, or a storage handle held in Python. Those must keep their
+    # values: the weight is copied first, as a group's are.
+    import numpy as np
+    torch.manual_seed(2)
+    model = MlpStack(layers=1, hidden=256, inter=1024).eval()
+    down = model.downs[0]
+    want_values = down.weight.detach().clone()
+    if owner == "numpy":
+        array = down.weight.detach().numpy().copy()
+        down.weight = nn.Parameter(torch.from_numpy(array))
+        read = lambda: torch.from_numpy(array)                         # noqa: E731
+    else:
+        handle = down.weight.untyped_storage()
+        read = lambda: torch.empty(0).set_(handle, 0, want_values.shape)  # noqa: E731
+    x = torch.randn(8, 256)
+    with torch.no_grad():
+        want = model(x)
+        compiled = _compile(model, x)
+        got = compiled(x)
+        compiled(x[:1])
+    assert rel_err(got, want) < 1e-5
+    assert down.weight.numel() == 0           # released from the model
+    assert torch.equal(read(), want_values)
 
 
 class AlsoReadElementwise(nn.Module):
@@ -221,7 +251,7 @@ def test_a_partitioned_llama_releases_what_only_its_partitions_read():
     # scales, which are no GEMM weights, are kept.
     assert compiled.released_bytes == sum(projections.values())
     kept = {b.data_ptr() for p in compiled.partitions
-            for b in p.function.__dict__.get("_weight_blocks", ())
+            for b in weight_blocks(p.function)
             if isinstance(b, torch.UntypedStorage)}
     assert len(singles) == 6 and singles <= kept
     for name, p in params.items():

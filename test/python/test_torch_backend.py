@@ -126,6 +126,7 @@ def test_weights_are_packed_once_and_again_only_when_they_change():
         assert packs and all(n == 1 for n in packs)
     with torch.no_grad():
         model.model.layers[0].self_attn.k_proj.weight.mul_(2.0)   # in place
+    with torch.inference_mode():        # the same graph (no_grad would be another)
         got = compiled(input_ids=ids, use_cache=False).logits
         want = model(input_ids=ids, use_cache=False).logits
     assert rel_err(got, want) < 1e-4
@@ -424,3 +425,51 @@ def test_identical_layers_compile_once(path, monkeypatch):
         want = model(input_ids=ids, use_cache=False).logits
     assert rel_err(got, want) < 1e-4
     assert sorted(p.packs for p in partitions) == [1, 1, 1, 1, 2]
+
+
+class MlpLayersWithGraphBreaks(torch.nn.Module):
+    """LLaMA MLP layers with a graph break after each: Dynamo hands the
+    backend one graph per layer, each the same program over other weights."""
+
+    def __init__(self, layers=3, hidden=64, inter=176):   # three: forward's
+        super().__init__()
+        lin = torch.nn.Linear
+        self.gates = torch.nn.ModuleList(lin(hidden, inter, bias=False) for _ in range(layers))
+        self.ups = torch.nn.ModuleList(lin(hidden, inter, bias=False) for _ in range(layers))
+        self.downs = torch.nn.ModuleList(lin(inter, hidden, bias=False) for _ in range(layers))
+
+    def layer(self, i, x):
+        gate, up, down = self.gates[i], self.ups[i], self.downs[i]
+        return x + down(torch.nn.functional.silu(gate(x)) * up(x))
+
+    def forward(self, x):
+        # Not in a loop: Dynamo resumes after a break only outside one.
+        x = self.layer(0, x)
+        torch._dynamo.graph_break()
+        x = self.layer(1, x)
+        torch._dynamo.graph_break()
+        return self.layer(2, x)
+
+
+def test_graphs_with_the_same_code_share_it(monkeypatch):
+    backend_module = sys.modules["linfuse.torch.backend"]
+    real, compiles = backend_module._compile_function, []
+
+    def counted(partition, options):
+        compiles.append(partition)
+        return real(partition, options)
+
+    monkeypatch.setattr(backend_module, "_compile_function", counted)
+    model = MlpLayersWithGraphBreaks().eval()
+    be = lt.backend(fallback="eager")
+    compiled = torch.compile(model, backend=be, dynamic=True)
+    with torch.no_grad():
+        for rows in (5, 9, 5):
+            x = torch.randn(rows, 64)
+            assert rel_err(compiled(x), model(x)) < 1e-5
+    assert len(be.graphs) == 3 and len(compiles) == 1
+    functions = [g.partitions[0].function for g in be.graphs]
+    assert functions[0].instance_of is None
+    assert [f.instance_of for f in functions[1:]] == [functions[0]] * 2
+    assert [p.packs for p in be.partitions] == [1, 1, 1]
+    assert "the code of an earlier graph" in str(be.graphs[1])

@@ -174,8 +174,20 @@ class _PartitionModule(torch.nn.Module):
         return self.compiled(*args)
 
 
-def _cache_key(partition: Partition, options: BackendOptions) -> tuple:
-    return (partition.imported.ir, options.target, options.optimize, options.cuda_graph)
+def _code_key(partition: Partition, options: BackendOptions) -> tuple:
+    """What the compiled code depends on. On the CPU, the partition's IR
+    without locations and weight names (`_linfuse.structure`): a model's
+    identical layers, or two models of one architecture, have one. IR that
+    does not parse is its own (compiling it reports the error); so is all
+    IR on CUDA, whose code cannot be shared by instances."""
+    key = (partition.imported.ir, options.target, options.optimize, options.cuda_graph)
+    if options.target != "cpu":
+        return key
+    try:
+        structure = linfuse._linfuse.structure(partition.imported.ir)
+    except linfuse.Error:
+        return key
+    return ("structure", structure, options.target, options.optimize, options.cuda_graph)
 
 
 def _compile_function(partition: Partition, options: BackendOptions) -> "linfuse.Function":
@@ -185,30 +197,24 @@ def _compile_function(partition: Partition, options: BackendOptions) -> "linfuse
     return module[partition.imported.func_name]
 
 
-def _structure_key(partition: Partition, options: BackendOptions) -> tuple:
-    """What the compiled code depends on: the partition's IR without
-    locations and weight names. A model's identical layers have one. IR
-    that does not parse is its own (compiling it reports the error)."""
-    try:
-        structure = linfuse._linfuse.structure(partition.imported.ir)
-    except linfuse.Error:
-        return _cache_key(partition, options)
-    return ("structure", structure, options.target, options.optimize, options.cuda_graph)
-
-
 def _compile_functions(partitions: list[Partition], options: BackendOptions,
-                       cache: dict) -> dict:
-    """Compiles the partitions `cache` lacks, on as many threads as this
+                       cache: dict) -> list:
+    """A function of its own for each partition, or the linfuse.Error its
+    code raised.
+
+    The code is compiled once per `_code_key`, on as many threads as this
     process may use cores, up to 8 (linfuse releases the GIL while it
     optimizes and JIT-compiles; LLVM's code generation is most of a
-    partition's compile time, about 0.9 s for a LLaMA-7B-shaped layer's).
-
-    On the CPU, partitions that differ only in their weights and names (a
-    model's identical layers: one partition from each layer's attention
-    output projection to the next layer's Q/K/V) compile once: the others
-    are instances of that code (`Function.instance`) with weights of their
-    own, and share its report. Returns {cache key: function or the
-    linfuse.Error it raised}; the functions also go into `cache`."""
+    partition's compile time, about 0.9 s for a LLaMA-7B-shaped layer's),
+    and kept in `cache` for later graphs. Partitions with the same code (a
+    decoder's layers: one partition from each layer's attention output
+    projection to the next layer's Q/K/V; the same graph compiled again, or
+    another model of the same architecture) get instances of it
+    (`Function.instance`): weights, packing and hand-over of their own, the
+    owner's report. A function shared by partitions with other weights
+    would pack on every call. On CUDA, where code cannot be instantiated,
+    partitions with the same IR share the function (and pack when their
+    weights differ)."""
     import concurrent.futures
 
     def attempt(partition: Partition):
@@ -217,40 +223,35 @@ def _compile_functions(partitions: list[Partition], options: BackendOptions,
         except linfuse.Error as err:
             return err
 
+    keys = [_code_key(p, options) for p in partitions]
     todo = {}
-    for p in partitions:
-        key = _cache_key(p, options)
+    for p, key in zip(partitions, keys):
         if key not in cache:
             todo.setdefault(key, p)
-    # Cache key -> the key of the code it runs, and the code to compile.
-    code_of = {key: _structure_key(p, options) if options.target == "cpu" else key
-               for key, p in todo.items()}
-    compile = {}
-    for key, p in todo.items():
-        if code_of[key] not in cache:
-            compile.setdefault(code_of[key], p)
     # At most 8 at once: each compile holds its own MLIR and LLVM modules.
-    workers = min(len(compile), len(os.sched_getaffinity(0)), 8)
+    workers = min(len(todo), len(os.sched_getaffinity(0)), 8)
     if workers > 1:
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            code = dict(zip(compile, pool.map(attempt, compile.values())))
+            fresh = dict(zip(todo, pool.map(attempt, todo.values())))
     else:
-        code = {key: attempt(p) for key, p in compile.items()}
-    out = {}
-    for key in todo:
-        fresh = code.pop(code_of[key], None)
-        if fresh is not None:
-            # The first partition with this code runs it; the others and
-            # later graphs get instances.
-            out[key] = fresh
-            if not isinstance(fresh, linfuse.Error) and code_of[key] != key:
-                cache[code_of[key]] = fresh
-        else:
-            shared = cache.get(code_of[key]) or out[next(k for k in out
-                                                         if code_of[k] == code_of[key])]
-            out[key] = shared if isinstance(shared, linfuse.Error) else shared.instance()
-        if not isinstance(out[key], linfuse.Error):
-            cache[key] = out[key]
+        fresh = {key: attempt(p) for key, p in todo.items()}
+    for key, value in fresh.items():
+        if not isinstance(value, linfuse.Error):
+            cache[key] = value
+    out = []
+    for key in keys:
+        code = fresh.pop(key, None)
+        if code is not None:
+            out.append(code)          # its first partition runs the code itself
+            continue
+        code = cache.get(key)
+        if code is None:              # its compile failed (for an earlier partition)
+            out.append(next(o for o, k in zip(out, keys) if k == key))
+            continue
+        try:
+            out.append(code.instance())
+        except linfuse.Error:
+            out.append(code)          # CUDA: shared
     return out
 
 
@@ -265,19 +266,16 @@ def compile_graph(gm: GraphModule, weights: Sequence[Node], options: BackendOpti
     partitions, refused = partition_graph(gm, weights)
     compiled, failed, kept = [], [], []
     compile_start = time.perf_counter()
-    errors = _compile_functions(partitions, options, cache)
+    functions = _compile_functions(partitions, options, cache)
     each = (time.perf_counter() - compile_start) / max(len(partitions), 1)
-    for partition in partitions:
+    for partition, function in zip(partitions, functions):
         name = f"linfuse_{len(kept)}"
-        key = _cache_key(partition, options)
-        function = cache.get(key)
-        if function is not None:
+        if not isinstance(function, linfuse.Error):
             compiled.append(CompiledPartition(function, partition, name, each))
             kept.append(partition)
         else:
             # A partition the compiler refuses runs on the fallback.
-            err = errors[key]
-            message = str(err).splitlines()[0]
+            message = str(function).splitlines()[0]
             failed.append(message)
             warnings.warn(f"linfuse: a partition of {len(partition.nodes)} nodes did not "
                           f"compile and runs on the fallback: {message}", stacklevel=2)

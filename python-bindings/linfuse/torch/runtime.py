@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import mmap
 import os
+import sys
 import time
 
 import torch
@@ -24,7 +25,7 @@ import linfuse
 
 from .partition import Partition
 
-__all__ = ["CompiledPartition", "WeightPacking", "views_as_reshapes", "to_input",
+__all__ = ["CompiledPartition", "WeightPacking", "views_as_reshapes", "to_input", "weight_blocks",
            "from_bf16_bits", "call_native", "follow_torch_threads"]
 
 #: The thread count last handed to linfuse (None: not yet), or False when
@@ -145,7 +146,7 @@ def place_merged_weights(function: "linfuse.Function", weights: list,
     they are (packing then copies), and so is everything with
     $LINFUSE_SHARE_WEIGHTS=0. `everything`: every other placeable weight
     moves too, into a block of its own, and the blocks are kept on
-    `function` (`_weight_blocks`) whatever becomes of the tensors, so that
+    `function` (`weight_blocks`) whatever becomes of the tensors, so that
     their addresses stay reserved (`release_weights`); a weight in no group
     that is the only tensor over its storage is not moved: its storage is
     kept instead (copying it would only cost time: 1.85 s of a 16-layer
@@ -164,7 +165,7 @@ def place_merged_weights(function: "linfuse.Function", weights: list,
                 else _adjacent(tensors)):
             continue
         if everything and len(tensors) == 1 and _sole_tensor_over_its_storage(tensors[0]):
-            function.__dict__.setdefault("_weight_blocks", []).append(
+            weight_blocks(function).append(
                 tensors[0].untyped_storage())
             continue
         # One block, a storage per tensor over its part (torch.frombuffer
@@ -186,19 +187,46 @@ def place_merged_weights(function: "linfuse.Function", weights: list,
                 t.data = part
                 offset += t.numel() * t.element_size()
         if everything:
-            function.__dict__.setdefault("_weight_blocks", []).append(block)
+            weight_blocks(function).append(block)
         moved += len(block)
     return moved
 
 
+def weight_blocks(function: "linfuse.Function") -> list:
+    """The memory `place_merged_weights(..., everything=True)` made or kept
+    for `function`: mmap blocks and PyTorch storages. Kept on the native
+    function, whose end (the executable's, which tells the runtime to forget
+    the weights handed over from them) comes before its attributes are
+    freed: kept on the Python `Function`, the blocks could go first, and
+    their addresses be reused while the runtime still took them for
+    handed-over weights."""
+    return function._native.__dict__.setdefault("_weight_blocks", [])
+
+
 def _sole_tensor_over_its_storage(tensor: torch.Tensor) -> bool:
-    """Whether no other tensor (a detached alias, a view, a state_dict
-    entry) shares `tensor`'s storage: its pages can then be dropped once
-    the tensor is emptied without anyone reading zeros. Counted by PyTorch's
-    storage reference count (the tensor's and the handle made here); where
-    that private call is missing, the answer is no (the weight is copied)."""
+    """Whether nothing else reads `tensor`'s memory: its pages can then be
+    dropped once the tensor is emptied without anyone reading zeros. The
+    storage must be PyTorch's own allocation (not a numpy array's, a DLPack
+    producer's or a buffer's: `resizable()` is False for those), have no
+    other tensor over it (a detached alias, a view, a state_dict entry:
+    PyTorch's count of references to the storage is the tensor's and the
+    handle made here) and no storage handle held in Python. Where the
+    private count is missing, the answer is no (the weight is copied)."""
     use_count = getattr(torch._C, "_storage_Use_Count", None)
-    return use_count is not None and use_count(tensor.untyped_storage()._cdata) == 2
+    storage = tensor.untyped_storage()
+    return (use_count is not None and storage.resizable()
+            and use_count(storage._cdata) == 2
+            and sys.getrefcount(storage) == _unheld_storage_references())
+
+
+def _unheld_storage_references() -> int:
+    """What `sys.getrefcount` says of a storage handle no one else holds,
+    taken as `_sole_tensor_over_its_storage` takes it, of a live tensor (the
+    count includes the local name, the call's argument and the reference
+    PyTorch keeps while the tensor lives)."""
+    tensor = torch.empty(1)
+    storage = tensor.untyped_storage()
+    return sys.getrefcount(storage)
 
 
 def _blocks(function: "linfuse.Function") -> list[tuple[int, int]]:
@@ -206,7 +234,7 @@ def _blocks(function: "linfuse.Function") -> list[tuple[int, int]]:
     everything=True)` made or kept for `function`."""
     return [(b.data_ptr(), b.nbytes()) if isinstance(b, torch.UntypedStorage)
             else (torch.frombuffer(b, dtype=torch.uint8).data_ptr(), len(b))
-            for b in function.__dict__.get("_weight_blocks", ())]
+            for b in weight_blocks(function)]
 
 
 def _in_blocks(function: "linfuse.Function", tensors: list[torch.Tensor]) -> bool:
@@ -267,7 +295,8 @@ def pack_if_changed(function: "linfuse.Function", weights: list) -> float | None
     and nothing else does. Returns the seconds packing took, or None.
 
     The key lives on the function: functions are shared by everything
-    compiled from the same code (a graph Dynamo compiled again)."""
+    compiled from the same IR (a graph Dynamo compiled again; partitions
+    that differ only in their weights have instances of their own)."""
     key = tuple((w.data_ptr(), w._version) for w in weights)
     if key == getattr(function, "_weights_key", None):
         return None
