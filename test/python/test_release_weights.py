@@ -60,6 +60,19 @@ def _compile(model, x):
                       release_weights=True)
 
 
+def _compile_and_check(model, x):
+    """`model` compiled with release, called on `x` and on its first row
+    (both paths: the GEMM and the one-row product), checked against eager
+    (computed before)."""
+    with torch.no_grad():
+        want = model(x)
+        compiled = _compile(model, x)
+        got = compiled(x)
+        compiled(x[:1])
+    assert rel_err(got, want) < 1e-5
+    return compiled
+
+
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
 def test_results_for_every_row_count_after_release(dtype, tol):
     torch.manual_seed(0)
@@ -89,13 +102,7 @@ def test_released_values_leave_memory_but_earlier_aliases_keep_theirs():
     model = MlpStack(layers=1, hidden=256, inter=1024).eval()
     state = {k: v.clone() for k, v in model.state_dict().items()}
     aliases = model.state_dict()       # detached tensors over the same storages
-    x = torch.randn(8, 256)
-    with torch.no_grad():
-        want = model(x)
-        compiled = _compile(model, x)
-        got = compiled(x)
-        compiled(x[:1])
-    assert rel_err(got, want) < 1e-5
+    compiled = _compile_and_check(model, torch.randn(8, 256))
     # The blocks the weights were moved into: whole pages of released
     # weights (gate and up, down; not the norm's 1 KiB) read as zeros once
     # oneDNN has reordered them.
@@ -131,13 +138,7 @@ def test_memory_something_else_holds_is_copied_before_release(owner):
     else:
         handle = down.weight.untyped_storage()
         read = lambda: torch.empty(0).set_(handle, 0, want_values.shape)  # noqa: E731
-    x = torch.randn(8, 256)
-    with torch.no_grad():
-        want = model(x)
-        compiled = _compile(model, x)
-        got = compiled(x)
-        compiled(x[:1])
-    assert rel_err(got, want) < 1e-5
+    compiled = _compile_and_check(model, torch.randn(8, 256))
     assert down.weight.numel() == 0           # released from the model
     assert torch.equal(read(), want_values)
 

@@ -372,20 +372,26 @@ def test_floats_dynamo_passes_are_specialized_before_linfuse_compiles():
     assert be.report.merges
 
 
+@pytest.fixture
+def compiles(monkeypatch) -> list:
+    """The partitions linfuse compiles code for (not instances), in order."""
+    backend_module = sys.modules["linfuse.torch.backend"]
+    real, compiled = backend_module._compile_function, []
+
+    def counted(partition, options):
+        compiled.append(partition)
+        return real(partition, options)
+
+    monkeypatch.setattr(backend_module, "_compile_function", counted)
+    return compiled
+
+
 @pytest.mark.parametrize("path", ["eager", "linfuse.torch.compile"])
-def test_identical_layers_compile_once(path, monkeypatch):
+def test_identical_layers_compile_once(path, compiles):
     # Four layers make five partitions: the first (to layer 0's Q/K/V), one
     # per layer boundary (o_proj, the MLP, the next layer's Q/K/V) and the
     # last. The three boundary ones differ only in their weights: compiled
     # once, the other two are instances with weights of their own.
-    backend_module = sys.modules["linfuse.torch.backend"]
-    real, compiles = backend_module._compile_function, []
-
-    def counted(partition, options):
-        compiles.append(partition)
-        return real(partition, options)
-
-    monkeypatch.setattr(backend_module, "_compile_function", counted)
     model = llama(layers=4, hidden=256)
     ids = torch.randint(0, 1000, (2, 9))
     if path == "eager":
@@ -451,15 +457,7 @@ class MlpLayersWithGraphBreaks(torch.nn.Module):
         return self.layer(2, x)
 
 
-def test_graphs_with_the_same_code_share_it(monkeypatch):
-    backend_module = sys.modules["linfuse.torch.backend"]
-    real, compiles = backend_module._compile_function, []
-
-    def counted(partition, options):
-        compiles.append(partition)
-        return real(partition, options)
-
-    monkeypatch.setattr(backend_module, "_compile_function", counted)
+def test_graphs_with_the_same_code_share_it(compiles):
     model = MlpLayersWithGraphBreaks().eval()
     be = lt.backend(fallback="eager")
     compiled = torch.compile(model, backend=be, dynamic=True)
