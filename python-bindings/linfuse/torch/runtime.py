@@ -13,6 +13,7 @@ GEMM's output is sliced).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import mmap
 import os
@@ -165,8 +166,7 @@ def place_merged_weights(function: "linfuse.Function", weights: list,
                 else _adjacent(tensors)):
             continue
         if everything and len(tensors) == 1 and _sole_tensor_over_its_storage(tensors[0]):
-            weight_blocks(function).append(
-                tensors[0].untyped_storage())
+            weight_blocks(function).append(tensors[0].untyped_storage())
             continue
         # One block, a storage per tensor over its part (torch.frombuffer
         # keeps the block alive); normal tensors even under inference_mode,
@@ -219,6 +219,7 @@ def _sole_tensor_over_its_storage(tensor: torch.Tensor) -> bool:
             and sys.getrefcount(storage) == _unheld_storage_references())
 
 
+@functools.cache
 def _unheld_storage_references() -> int:
     """What `sys.getrefcount` says of a storage handle no one else holds,
     taken as `_sole_tensor_over_its_storage` takes it, of a live tensor (the
@@ -294,9 +295,10 @@ def pack_if_changed(function: "linfuse.Function", weights: list) -> float | None
     and version counter, so an in-place update or a new tensor packs again
     and nothing else does. Returns the seconds packing took, or None.
 
-    The key lives on the function: functions are shared by everything
-    compiled from the same IR (a graph Dynamo compiled again; partitions
-    that differ only in their weights have instances of their own)."""
+    The key lives on the function: on the CPU each partition has a function
+    of its own (an instance where the code is shared); on CUDA, partitions
+    with the same IR share one function, which packs again on every call
+    that alternates between their weights."""
     key = tuple((w.data_ptr(), w._version) for w in weights)
     if key == getattr(function, "_weights_key", None):
         return None

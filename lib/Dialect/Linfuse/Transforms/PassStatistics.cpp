@@ -84,15 +84,6 @@ uint64_t mlir::linfuse::getPassStatistic(llvm::StringRef passArgument,
   return 0;
 }
 
-std::vector<PassStatisticValue> mlir::linfuse::snapshotPassStatistics() {
-  Registry &r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  std::vector<PassStatisticValue> values;
-  for (Entry &e : r.entries)
-    values.push_back({e.pass, e.name, e.value});
-  return values;
-}
-
 void mlir::linfuse::printPassStatistics(llvm::raw_ostream &os) {
   Registry &r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);

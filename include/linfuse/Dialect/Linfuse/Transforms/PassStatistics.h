@@ -46,10 +46,6 @@ struct PassStatisticValue {
   uint64_t value = 0;
 };
 
-/// Every counter so far, in first-counted order (compare two snapshots for
-/// what one pipeline run counted, when no other runs at the same time).
-std::vector<PassStatisticValue> snapshotPassStatistics();
-
 /// Makes `scope` (null: none) the calling thread's statistic scope and
 /// returns the previous one: while it is set, what the thread counts also
 /// adds to `scope`'s own totals. A pipeline's report sets it around every
