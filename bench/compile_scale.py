@@ -142,7 +142,15 @@ def compile_model(args, model, x, kwargs, dims):
 
     with torch.no_grad():
         if args.path == "backend":
-            return torch.compile(model, backend="linfuse", dynamic=True)
+            if not args.release_weights:
+                return torch.compile(model, backend="linfuse", dynamic=True)
+            # Parameters frozen into the graph (guarded by identity), the
+            # weights only linfuse reads handed over when it compiles.
+            torch._inductor.config.freezing = True
+            backend = lt.backend(release_weights=True)
+            compiled = torch.compile(model, backend=backend, dynamic=True)
+            compiled._linfuse_backend = backend
+            return compiled
         options = {}
         if args.weights:
             options["weights"] = args.weights
@@ -201,10 +209,18 @@ def child(args) -> dict:
         # Steady state: `--calls` more calls, each followed by an eager one
         # (interleaved, so both see the same machine), medians.
         # (With --release-weights the model cannot run eagerly any more.)
-        released = getattr(compiled, "released_bytes", None) is not None
-        if released:
+        released = args.release_weights
+        if args.path == "module" and released:
             out["released_bytes"] = compiled.released_bytes
-        for key, rows in (("", x), ("_m1", x[:1] if args.model == "mlp" else x[:, :1])):
+        elif released:
+            out["released_bytes"] = sum(p.weights.released_bytes or 0
+                                        for p in compiled._linfuse_backend.partitions)
+        shapes = [("", x), ("_m1", x[:1] if args.model == "mlp" else x[:, :1])]
+        if released and args.path == "backend":
+            # One row is a new specialization for Dynamo: a recompilation,
+            # which fails once the model's weights are given up.
+            shapes = shapes[:1]
+        for key, rows in shapes:
             linfuse_s, eager_s = [], []
             for _ in range(args.calls):
                 start = time.perf_counter()
@@ -249,8 +265,10 @@ def main() -> None:
                     help="touch and free this much memory before measuring (VMs "
                          "that back guest memory lazily; the peak RSS is reset after)")
     ap.add_argument("--release-weights", action="store_true",
-                    help="linfuse.torch.compile(..., release_weights=True) (module path; "
-                         "the model cannot run eagerly afterwards: no eager timings)")
+                    help="linfuse.torch.compile(..., release_weights=True) (module path), "
+                         "or torch._inductor.config.freezing with "
+                         "linfuse.torch.backend(release_weights=True) (backend path); the "
+                         "model cannot run eagerly afterwards: no eager timings")
     ap.add_argument("--warm", action="store_true",
                     help="compile and call a tiny model of the same kind on the same path "
                          "first, so that the process's one-time costs are paid before the "

@@ -31,6 +31,7 @@ import linfuse
 from .importer import (ImportedProgram, UnsupportedOperatorError, exported_tensor,
                        import_program)
 from .module import CompiledModule, PartitionedModule
+from .runtime import release_in_partitions
 from .aot import Library, export_library
 
 __all__ = ["compile", "export_library", "Library", "CompiledModule", "PartitionedModule",
@@ -167,7 +168,7 @@ def _partitioned(ep: torch.export.ExportedProgram, target: str, optimize: bool,
                 f"not supported")
     gm, info = compile_graph(gm, weights, options)
     if release_weights:
-        _release_in_partitions(gm, slots, info)
+        release_in_partitions(gm, slots, info)
     timings["partition"] = time.perf_counter() - start
     if not info.partitions:
         warnings.warn("linfuse.torch.compile: no part of the model has a GEMM on a "
@@ -175,30 +176,6 @@ def _partitioned(ep: torch.export.ExportedProgram, target: str, optimize: bool,
                       stacklevel=3)
     return PartitionedModule(gm, info, ep, slots, user_positions, timings,
                              example_args, example_kwargs)
-
-
-def _release_in_partitions(gm: torch.fx.GraphModule, slots: list, info) -> None:
-    """Has each partition hand its weights over on its first call
-    (`WeightPacking(release=True)`), except those something else reads: a
-    node PyTorch runs, another partition, or another partition of the same
-    compiled function. `slots` holds the weight in each of the graph's
-    placeholders (None: a user input); `info` is the `CompiledGraph`, whose
-    `weight_inputs` say which placeholders each partition's weights are."""
-    from .runtime import WeightPacking
-
-    readers: dict[int, set] = {}        # storage -> partitions reading it (None: PyTorch)
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    for node, tensor in zip(placeholders, slots):
-        if tensor is not None:
-            readers.setdefault(tensor.untyped_storage().data_ptr(), set()).update(
-                u.target if u.op == "call_module" else None for u in node.users)
-    functions = [id(p.function) for p in info.partitions]
-    for p, positions in info.weight_inputs:
-        alone = functions.count(id(p.function)) == 1
-        flags = [slots[i] is not None and alone and
-                 readers[slots[i].untyped_storage().data_ptr()] == {p.name}
-                 for i in positions]
-        p.weights = WeightPacking(p.function, release=True, releasable=flags)
 
 
 import sys  # noqa: E402

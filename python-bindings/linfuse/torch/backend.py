@@ -36,7 +36,7 @@ import linfuse
 from .module_constants import SpecializedGraph, module_constant_positions, specialize
 from .partition import (Partition, describe_unsupported, fallback_regions,
                         partition_graph)
-from .runtime import CompiledPartition, views_as_reshapes
+from .runtime import CompiledPartition, release_in_partitions, views_as_reshapes
 
 __all__ = ["Backend", "CompiledGraph", "backend", "linfuse_backend", "compile_graph"]
 
@@ -51,6 +51,11 @@ class BackendOptions:
     fallback: str = "inductor"       # what runs the rest: "inductor" | "eager"
     cuda_graph: bool = False         # target "cuda": replay each partition as a CUDA graph
     optimize: bool = True            # False: partitions compiled without linfuse's merging
+    #: Hand the weights only linfuse reads over to it (one copy in memory,
+    #: oneDNN's reordered one) and erase them from the model; needs
+    #: `torch._inductor.config.freezing`. None: as Inductor's
+    #: `freezing_discard_parameters`.
+    release_weights: Optional[bool] = None
 
     def updated(self, mode: Optional[str], options: Optional[dict]) -> "BackendOptions":
         out = BackendOptions(**vars(self))
@@ -79,6 +84,9 @@ class BackendOptions:
             out.target = "cuda" if on_cuda else "cpu"
         if mode == "reduce-overhead" and out.target == "cuda":
             out.cuda_graph = True
+        if out.release_weights is None:
+            from torch._inductor import config as inductor
+            out.release_weights = bool(inductor.freezing and inductor.freezing_discard_parameters)
         out.validate()
         return out
 
@@ -91,6 +99,8 @@ class BackendOptions:
                                 f"{', '.join(map(repr, _FALLBACKS))}, got {self.fallback!r}")
         if self.cuda_graph and self.target == "cpu":
             raise linfuse.Error("linfuse backend: cuda_graph=True needs target='cuda'")
+        if self.release_weights and self.target == "cuda":
+            raise linfuse.Error("linfuse backend: release_weights=True needs target='cpu'")
         if self.target == "cuda" and not linfuse.cuda_enabled():
             raise linfuse.Error("linfuse backend: this linfuse was built without CUDA")
 
@@ -376,6 +386,68 @@ def _specialize_in_dynamo(placeholders: list[Node]) -> None:
     raise TensorifyScalarRestartAnalysis
 
 
+def _hand_over_now(info: CompiledGraph, slots: list) -> list:
+    """Packs and hands over (`release_in_partitions`) the weights of every
+    partition whose weights are all lifted ones (`slots`: the tensor in
+    each placeholder of the graph, None for inputs), at compile time: the
+    module's attributes can then be erased (`_erase`) before Dynamo builds
+    its guards on them. Dynamo passes the same tensor objects, now empty,
+    on every call; such a partition holds its weights (the operator form
+    no longer takes them); other partitions hand over on their first call.
+    Runs outside AOT autograd's fake tensor mode, on the real tensors.
+    Returns (tensor, its shape before) for each tensor emptied."""
+    from torch.utils._python_dispatch import _disable_current_modes
+    released = []
+    for partition, positions in info.weight_inputs:
+        weights = [slots[i] for i in positions]
+        if any(w is None for w in weights):
+            continue
+        shapes = [(w, w.shape) for w in weights if w.numel()]
+        with _disable_current_modes():
+            partition.weights(weights)
+        released += [(w, shape) for w, shape in shapes if w.numel() == 0]
+        partition.weights_held = True
+    return released
+
+
+def _erase(released: list) -> None:
+    """Replaces each released (tensor, shape) in the modules Dynamo traced
+    with Inductor's `ErasedTensor` of that shape, as its
+    `freezing_discard_parameters` does: running the model eagerly, or
+    Dynamo tracing it again (a recompilation), then fails with a message
+    that says why instead of a size mismatch on an empty tensor. Modules
+    whose attributes Inductor erased already (`freezing_discard_parameters`)
+    keep them."""
+    from torch.utils._python_dispatch import _disable_current_modes
+    try:
+        from torch._dispatch.python import no_python_dispatcher
+        from torch._inductor.freezing import ErasedTensor
+        modules = torch._guards.TracingContext.get().module_context.nn_modules.values()
+    except (ImportError, AttributeError, AssertionError):
+        return
+    shape_of = {id(t): shape for t, shape in released}
+    seen = set()
+    for root in modules:
+        if not isinstance(root, torch.nn.Module):
+            continue
+        for module in root.modules():
+            if id(module) in seen:
+                continue
+            seen.add(id(module))
+            for table in (module._parameters, module._buffers):
+                for name, tensor in list(table.items()):
+                    if tensor is None or id(tensor) not in shape_of:
+                        continue
+                    # (One element expanded: ErasedTensor moves it to "meta".)
+                    with _disable_current_modes(), no_python_dispatcher():
+                        erased = ErasedTensor(torch.empty((), dtype=tensor.dtype).expand(
+                            shape_of[id(tensor)]), name, module)
+                    if isinstance(tensor, torch.nn.Parameter):
+                        erased.requires_grad_(tensor.requires_grad)
+                        erased._is_param = True
+                    table[name] = erased
+
+
 def _is_weight(node: Node, value) -> bool:
     """A parameter or a module buffer (by what Dynamo says it read)."""
     if isinstance(value, torch.nn.Parameter):
@@ -401,15 +473,28 @@ def _inner_tensors(value: torch.Tensor) -> int:
                for name in value.__tensor_flatten__()[0])
 
 
+def _lifted_weights() -> list[torch.Tensor]:
+    """The parameters and buffers AOT autograd lifted out of Dynamo's graph
+    module: the leading placeholders of its ATen graph, one real tensor per
+    placeholder (subclasses unwrapped), as Inductor's freezing reads them.
+    Dynamo makes parameters attributes of its graph instead of inputs under
+    `torch._inductor.config.freezing` and no_grad (it then guards them by
+    identity, not by size). Read before the fallback compiles: a nested AOT
+    autograd overwrites them."""
+    context = torch._guards.TracingContext.try_get()
+    return list(getattr(context, "params_flat_unwrap_subclasses", None) or [])
+
+
 def _aten_weights(aten_gm: GraphModule, example_inputs,
-                  weight_positions: list[int]) -> list[Node]:
+                  weight_positions: list[int], lifted: int = 0) -> list[Node]:
     """The placeholders of AOT autograd's graph that hold the weights at
     `weight_positions` of Dynamo's inputs. AOT autograd keeps Dynamo's
-    tensor inputs in order, each as its inner tensors (a DTensor parameter
-    becomes its local shard, next to opaque placeholders for its spec);
-    other inputs (sizes, a DeviceMesh) are not tensors there."""
+    tensor inputs in order, after the `lifted` weights of Dynamo's graph
+    module, each as its inner tensors (a DTensor parameter becomes its local
+    shard, next to opaque placeholders for its spec); other inputs (sizes,
+    a DeviceMesh) are not tensors there."""
     tensors = [n for n in aten_gm.graph.nodes if n.op == "placeholder"
-               and isinstance(n.meta.get("val"), torch.Tensor)]
+               and isinstance(n.meta.get("val"), torch.Tensor)][lifted:]
     counts = [_inner_tensors(x) for x in example_inputs]
     if sum(counts) != len(tensors):
         warnings.warn("linfuse: could not match the graph's inputs to the model's "
@@ -456,6 +541,11 @@ class Backend:
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         weight_positions = [i for i, (n, x) in enumerate(zip(placeholders, example_inputs))
                             if _is_weight(n, x)]
+        if opts.release_weights and weight_positions:
+            raise linfuse.Error(
+                "linfuse backend: release_weights=True needs the parameters frozen into "
+                "the graph: set torch._inductor.config.freezing = True (Dynamo then "
+                "guards them by identity, so emptying them does not recompile)")
         if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad
                                            for x in example_inputs):
             warnings.warn("linfuse: this graph needs gradients; linfuse compiles "
@@ -483,15 +573,21 @@ class Backend:
         def compile_aten(aten_gm: GraphModule, aten_inputs):
             index = {n: i for i, n in enumerate(
                 n for n in aten_gm.graph.nodes if n.op == "placeholder")}
-            weight_index = [index[n] for n in
-                            _aten_weights(aten_gm, example_inputs, weight_positions)]
-            constant_index = [index[n] for n in
-                              _aten_weights(aten_gm, example_inputs, constant_positions)]
+            lifted = _lifted_weights()
+            weight_index = list(range(len(lifted))) + [index[n] for n in _aten_weights(
+                aten_gm, example_inputs, weight_positions, len(lifted))]
+            constant_index = [index[n] for n in _aten_weights(
+                aten_gm, example_inputs, constant_positions, len(lifted))]
             values = constant_values
             if len(values) != len(constant_index):
                 constant_index, values = [], ()
             pristine = _copy_graph(aten_gm) if constant_index else None
             out, info = compile_variant(aten_gm, weight_index, constant_index, values)
+            slots = lifted + [None] * (len(index) - len(lifted))
+            released = []
+            if opts.release_weights:
+                release_in_partitions(out, slots, info)
+                released = _hand_over_now(info, slots)
             if opts.fallback == "eager":
                 compiled = make_boxed_func(out)
             else:
@@ -501,6 +597,7 @@ class Backend:
                 from torch._inductor.compile_fx import compile_fx
                 compiled = make_boxed_func(compile_fx(_as_operators(out, info.partitions),
                                                       aten_inputs))
+            _erase(released)
             compiled = packing_first(compiled, info)
             if not constant_index:
                 return compiled
@@ -508,6 +605,11 @@ class Backend:
             def recompile(new_values: tuple):
                 # Other values of the module constants: compiled again, with
                 # the regions linfuse does not take run eagerly.
+                if opts.release_weights:
+                    raise linfuse.Error(
+                        "linfuse backend: a float attribute of the model changed after "
+                        "its weights were released (release_weights=True): compile the "
+                        "model again")
                 warnings.warn("linfuse: a float attribute of the model changed since "
                               "compilation; compiling its graph again for the new value",
                               stacklevel=2)

@@ -355,6 +355,28 @@ class WeightPacking:
             self._kept_key = tuple((w.data_ptr(), w._version) for w in weights)
 
 
+def release_in_partitions(gm: torch.fx.GraphModule, slots: list, info) -> None:
+    """Has each partition hand its weights over on its first call
+    (`WeightPacking(release=True)`), except those something else reads: a
+    node PyTorch runs, another partition, or another partition of the same
+    compiled function. `slots` holds the weight in each of the graph's
+    placeholders (None: a user input); `info` is the `CompiledGraph`, whose
+    `weight_inputs` say which placeholders each partition's weights are."""
+    readers: dict[int, set] = {}        # storage -> partitions reading it (None: PyTorch)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, tensor in zip(placeholders, slots):
+        if tensor is not None:
+            readers.setdefault(tensor.untyped_storage().data_ptr(), set()).update(
+                u.target if u.op == "call_module" else None for u in node.users)
+    functions = [id(p.function) for p in info.partitions]
+    for p, positions in info.weight_inputs:
+        alone = functions.count(id(p.function)) == 1
+        flags = [slots[i] is not None and alone and
+                 readers[slots[i].untyped_storage().data_ptr()] == {p.name}
+                 for i in positions]
+        p.weights = WeightPacking(p.function, release=True, releasable=flags)
+
+
 _keys = itertools.count()
 #: CompiledPartitions by key, for the `linfuse::partition` operator.
 _REGISTRY: dict[int, "CompiledPartition"] = {}
@@ -385,6 +407,10 @@ class CompiledPartition:
         self._converters = result_converters(function)
         self._shape_module = None
         self.weights = WeightPacking(function)
+        #: The weights are the function's alone (handed over when the graph
+        #: was compiled): the operator form no longer takes them.
+        self.weights_held = False
+        self._weight_meta = {i: placeholders[i].meta.get("val") for i in self._weight_pos}
         self.key = next(_keys)
         _REGISTRY[self.key] = self
 
@@ -402,16 +428,24 @@ class CompiledPartition:
         return self.weights.seconds
 
     def __call__(self, *args):
-        if self._weight_pos:
+        if self._weight_pos and not self.weights_held:
             self.weights([args[i] for i in self._weight_pos])
         return tuple(call_native(self._call, [to_input(args[i], i)
                                               for i in self._input_pos],
                                  self._converters))
 
     # -- as the `linfuse::partition` operator (for a compiling fallback) -----
+    def _operator_tensors(self) -> list[int]:
+        """The positions of the operator's tensor arguments: without the
+        weights once they are held (a compiling fallback asserts the sizes
+        of the tensors it is handed, and handed-over weights are empty)."""
+        if not self.weights_held:
+            return self._tensor_pos
+        return [i for i in self._tensor_pos if i not in self._weight_meta]
+
     def _arguments(self, tensors, sizes) -> list:
         args = [None] * (len(self._tensor_pos) + len(self._size_pos))
-        for i, t in zip(self._tensor_pos, tensors):
+        for i, t in zip(self._operator_tensors(), tensors):
             args[i] = t
         for i, s in zip(self._size_pos, sizes):
             args[i] = s
@@ -425,13 +459,17 @@ class CompiledPartition:
     def fake_operator(self, tensors, sizes) -> list[torch.Tensor]:
         if self._shape_module is None:
             self._shape_module = _shape_only(self.partition.module)
-        outs = self._shape_module(*self._arguments(tensors, sizes))
+        args = self._arguments(tensors, sizes)
+        if self.weights_held:
+            for i, val in self._weight_meta.items():
+                args[i] = torch.empty(val.shape, dtype=val.dtype, device=val.device)
+        outs = self._shape_module(*args)
         return [torch.empty_like(o, memory_format=torch.contiguous_format) for o in outs]
 
     def operator_args(self, node_args) -> tuple:
         """(key, tensors, sizes) for `torch.ops.linfuse.partition` from the
         partition node's arguments."""
-        return (self.key, [node_args[i] for i in self._tensor_pos],
+        return (self.key, [node_args[i] for i in self._operator_tensors()],
                 [node_args[i] for i in self._size_pos])
 
     def __repr__(self) -> str:
