@@ -226,6 +226,7 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
     return optimize(m);
   };
   engineOptions.transformer = code.optimizer;
+  internalizeImplementation(module);
   routeAssertionsToRuntime(module);
   // Large constants (embedded weights) stay data: bound by address below,
   // never emitted by LLVM.

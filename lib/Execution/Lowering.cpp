@@ -126,6 +126,12 @@ llvm::Error mlir::linfuse::runPipeline(ModuleOp module,
       });
 }
 
+void mlir::linfuse::internalizeImplementation(ModuleOp module) {
+  for (auto fn : module.getOps<LLVM::LLVMFuncOp>())
+    if (!fn.isExternal() && !fn.getName().starts_with("_mlir_ciface_"))
+      fn.setLinkage(LLVM::Linkage::Internal);
+}
+
 void mlir::linfuse::routeAssertionsToRuntime(ModuleOp module) {
   // cf.assert's LLVM lowering declares these two and calls puts(message),
   // then abort(). Only the module's own symbols: a gpu.module's are the

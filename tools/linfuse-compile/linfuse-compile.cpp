@@ -592,15 +592,6 @@ static void writeHeader(llvm::raw_ostream &os, ArrayRef<CFunction> fns,
   os << "#ifdef __cplusplus\n}\n#endif\n\n#endif /* " << guard << " */\n";
 }
 
-/// Only the C interface is the library's API: every other function gets
-/// internal linkage, so an MLIR function named like a C symbol (`@main`!)
-/// neither clashes with nor is interposed by the program loading it.
-static void internalizeImplementation(ModuleOp module) {
-  for (auto fn : module.getOps<LLVM::LLVMFuncOp>())
-    if (!fn.isExternal() && !fn.getName().starts_with("_mlir_ciface_"))
-      fn.setLinkage(LLVM::Linkage::Internal);
-}
-
 static llvm::Error emitObject(ModuleOp module, StringRef path) {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
@@ -706,6 +697,9 @@ int main(int argc, char **argv) {
   if (llvm::Error err = lowerModule(**module, *targetKind, nullptr, lowering))
     return fail(std::move(err));
 
+  // Only the C interface is the library's API: an MLIR function named like
+  // a C symbol (`@main`!) neither clashes with nor is interposed by the
+  // program loading it.
   internalizeImplementation(**module);
   routeAssertionsToRuntime(**module);
   std::string object = outputFile + ".o";

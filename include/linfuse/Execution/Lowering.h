@@ -82,6 +82,15 @@ std::vector<ExternalConstant> externalizeLargeConstants(ModuleOp module,
 /// drivers call it just before code generation (JIT and linfuse-compile).
 void routeAssertionsToRuntime(ModuleOp module);
 
+/// Gives every function defined in the LLVM-dialect `module` internal
+/// linkage but the C interfaces (`_mlir_ciface_*`), the only symbols the
+/// drivers look up. LLVM can then inline a function into its one caller
+/// and drop it, and the JIT (whose ExecutionEngine wraps every function
+/// of external linkage in a packed-argument `_mlir_<name>` that inlines
+/// it) generates each loop body once instead of twice. The drivers call it
+/// after lowering (JIT and linfuse-compile).
+void internalizeImplementation(ModuleOp module);
+
 /// Any textual pass pipeline on the module, as mlir-opt's --pass-pipeline
 /// takes it ("builtin.module(inline, func.func(cse))") or as the passes
 /// alone ("inline, func.func(cse)"); the passes must be registered.
