@@ -7,10 +7,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "linfuse/Execution/Executable.h"
+#include "linfuse/Execution/Lowering.h"
 #include "linfuse/Execution/PassReport.h"
 #include "linfuse/Tools/ModuleLoading.h"
 #include "linfuse/Tools/ToolContext.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 
@@ -195,3 +197,38 @@ TEST_F(ExecutableTest, InputErrorsAreOneLine) {
 }
 
 } // namespace
+
+// Before code generation every defined function but the C interfaces the
+// drivers look up becomes internal: MLIR's ExecutionEngine wraps each
+// function of external linkage in a packed `_mlir_<name>` that inlines
+// it, so an outlined loop body kept external was compiled twice.
+TEST(Internalize, OnlyTheCInterfacesStayExternal) {
+  DialectRegistry registry;
+  registerToolDialects(registry);
+  MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  auto module = parseModule(R"mlir(
+llvm.func @linfuse_parallel_for(!llvm.ptr)
+llvm.func @f__parallel0() {
+  llvm.return
+}
+llvm.func @f() {
+  llvm.call @f__parallel0() : () -> ()
+  llvm.return
+}
+llvm.func @_mlir_ciface_f() {
+  llvm.call @f() : () -> ()
+  llvm.return
+}
+)mlir",
+                            "<test>", ctx);
+  ASSERT_TRUE(static_cast<bool>(module)) << toString(module.takeError());
+  internalizeImplementation(**module);
+  auto linkage = [&](StringRef name) {
+    return (**module).lookupSymbol<LLVM::LLVMFuncOp>(name).getLinkage();
+  };
+  EXPECT_EQ(LLVM::Linkage::Internal, linkage("f__parallel0"));
+  EXPECT_EQ(LLVM::Linkage::Internal, linkage("f"));
+  EXPECT_EQ(LLVM::Linkage::External, linkage("_mlir_ciface_f"));
+  EXPECT_EQ(LLVM::Linkage::External, linkage("linfuse_parallel_for"));
+}

@@ -215,7 +215,7 @@ def _compile_functions(partitions: list[Partition], options: BackendOptions,
     The code is compiled once per `_code_key`, on as many threads as this
     process may use cores, up to 8 (linfuse releases the GIL while it
     optimizes and JIT-compiles; LLVM's code generation is most of a
-    partition's compile time, about 0.9 s for a LLaMA-7B-shaped layer's),
+    partition's compile time, 0.3-0.6 s for a LLaMA-7B-shaped layer's),
     and kept in `cache` for later graphs. Partitions with the same code (a
     decoder's layers: one partition from each layer's attention output
     projection to the next layer's Q/K/V; the same graph compiled again, or
