@@ -161,22 +161,36 @@ static bool readOnlyAsGemmB(Value arg) {
   return true;
 }
 
-/// Records on `fn`, as `linfuse.gemm_only_packed`, the numbers of its packed
-/// weights (`linfuse.packed`) that it reads only as GEMM B operands: weights
-/// the runtime reads from reordered copies alone once they exist, so a
-/// caller may give their plain values up (Executable::handOverWeights).
-static void markGemmOnlyPacked(func::FuncOp fn) {
+/// Records on `fn`, as `linfuse.gemm_only_weights`, the numbers of the
+/// weights it takes that it reads only as GEMM B operands: weights the
+/// runtime reads from reordered copies alone once they exist, so a caller
+/// may give their plain values up (Executable::handOverWeights). The weights
+/// it takes are its packed weights (`linfuse.packed`, numbered by the
+/// packing function's results) or, in a function nothing was packed for
+/// (no merge, no fold: Phi-3's pre-fused projections), its `linfuse.weight`
+/// arguments themselves, numbered in order.
+static void markGemmOnlyWeights(func::FuncOp fn) {
   if (fn.isExternal())
     return;
+  auto attr = [&](BlockArgument arg, StringRef name) {
+    return fn.getArgAttr(arg.getArgNumber(), name);
+  };
+  bool packed = llvm::any_of(fn.getArguments(), [&](BlockArgument arg) {
+    return attr(arg, "linfuse.packed") != nullptr;
+  });
   SmallVector<int64_t> numbers;
+  int64_t weights = 0;
   for (BlockArgument arg : fn.getArguments()) {
-    auto number =
-        fn.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "linfuse.packed");
+    std::optional<int64_t> number;
+    if (auto p = dyn_cast_or_null<IntegerAttr>(attr(arg, "linfuse.packed")))
+      number = p.getInt();
+    else if (!packed && attr(arg, "linfuse.weight"))
+      number = weights++;
     if (number && !arg.use_empty() && readOnlyAsGemmB(arg))
-      numbers.push_back(number.getInt());
+      numbers.push_back(*number);
   }
   if (!numbers.empty())
-    fn->setAttr("linfuse.gemm_only_packed",
+    fn->setAttr("linfuse.gemm_only_weights",
                 DenseI64ArrayAttr::get(fn.getContext(), numbers));
 }
 
@@ -195,7 +209,7 @@ struct ConvertGemmToRuntimePass
     }
     SymbolTable symbols(getOperation());
     if (target == "cpu")
-      getOperation().walk([](func::FuncOp fn) { markGemmOnlyPacked(fn); });
+      getOperation().walk([](func::FuncOp fn) { markGemmOnlyWeights(fn); });
     SmallVector<GemmOp> gemms;
     getOperation().walk([&](GemmOp op) { gemms.push_back(op); });
     for (GemmOp op : gemms)

@@ -180,15 +180,21 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
           lowerModule(module, options.target, options.report, options.lower))
     return std::move(err);
 
-  // Which packed weights the entry reads only as GEMM B operands (the CPU
+  // Which weights the entry takes (packed ones, or the weights themselves
+  // without a packing function) it reads only as GEMM B operands (the CPU
   // lowering's analysis, an attribute of the entry whatever it became).
-  exe->gemmOnlyPacked.assign(exe->packedTypes.size(), false);
+  exe->gemmOnlyWeights.assign(
+      exe->packName.empty()
+          ? llvm::count_if(exe->args,
+                           [](const TensorSignature &t) { return t.isWeight; })
+          : exe->packedTypes.size(),
+      false);
   if (Operation *lowered = module.lookupSymbol(entry))
     if (auto numbers = lowered->getAttrOfType<DenseI64ArrayAttr>(
-            "linfuse.gemm_only_packed"))
+            "linfuse.gemm_only_weights"))
       for (int64_t n : numbers.asArrayRef())
-        if (n >= 0 && size_t(n) < exe->gemmOnlyPacked.size())
-          exe->gemmOnlyPacked[n] = true;
+        if (n >= 0 && size_t(n) < exe->gemmOnlyWeights.size())
+          exe->gemmOnlyWeights[n] = true;
 
   if (options.progress)
     options.progress("jit");
@@ -287,7 +293,7 @@ llvm::Expected<std::unique_ptr<Executable>> Executable::instantiate() const {
   copy->resultTypes = resultTypes;
   copy->packedTypes = packedTypes;
   copy->weightGroups = weightGroups;
-  copy->gemmOnlyPacked = gemmOnlyPacked;
+  copy->gemmOnlyWeights = gemmOnlyWeights;
   return copy;
 }
 
@@ -322,6 +328,7 @@ upload(Target target, const void *data, bool onDevice, size_t bytes,
        llvm::ArrayRef<int64_t> shape) {
   Executable::Buffer b;
   b.shape.assign(shape.begin(), shape.end());
+  b.spanBytes = bytes;
   if (target == Target::CPU || onDevice) {
     b.data = const_cast<void *>(data);
     return b;
@@ -377,9 +384,11 @@ std::vector<std::pair<const void *, size_t>> Executable::handOverWeights(
       return begin <= d && d + p.spanBytes <= begin + r.second;
     });
   };
-  for (size_t i = 0; i < packed.size(); ++i) {
-    const Buffer &p = packed[i];
-    if (!gemmOnlyPacked[i] || p.allocation || p.spanBytes == 0 || !inside(p) ||
+  // The weights the entry takes: packed, or the weights as given.
+  const std::vector<Buffer> &taken = packName.empty() ? weightBuffers : packed;
+  for (size_t i = 0; i < taken.size() && i < gemmOnlyWeights.size(); ++i) {
+    const Buffer &p = taken[i];
+    if (!gemmOnlyWeights[i] || p.allocation || p.spanBytes == 0 || !inside(p) ||
         llvm::any_of(handedOver,
                      [&](const auto &h) { return h.first == p.data; }))
       continue;
@@ -387,8 +396,8 @@ std::vector<std::pair<const void *, size_t>> Executable::handOverWeights(
     // in another part or orientation whose copy would be made from values
     // already dropped.
     bool shared = false;
-    for (size_t j = 0; j < packed.size() && !shared; ++j)
-      shared = j != i && overlaps(p, packed[j]);
+    for (size_t j = 0; j < taken.size() && !shared; ++j)
+      shared = j != i && overlaps(p, taken[j]);
     if (shared || linfuse_cpu_hand_over_weights(p.data, int64_t(p.spanBytes)) !=
                       LINFUSE_OK)
       continue;

@@ -103,13 +103,13 @@ func.func @main(%x: memref<4x8xf32>, %act: memref<8x16xf32>,
 // -----
 
 // Packed weights read only as GEMM B operands (whole, or in disjoint static
-// subviews, each in one orientation) are listed in `linfuse.gemm_only_packed`:
+// subviews, each in one orientation) are listed in `linfuse.gemm_only_weights`:
 // a caller may give their plain values up once the runtime reads them from
 // reordered copies. Negatives: one also copied out, one read as A, one read
 // as B and as A by the same GEMM, overlapping subviews, one read transposed
 // and as it is, one read by a batched GEMM.
 // CHECK-LABEL: func.func @gemm_only(
-// CHECK-SAME:    attributes {linfuse.gemm_only_packed = array<i64: 0, 4>, linfuse.pack_function = @gemm_only__pack}
+// CHECK-SAME:    attributes {linfuse.gemm_only_weights = array<i64: 0, 4>, linfuse.pack_function = @gemm_only__pack}
 // CUDA-LABEL:  func.func @gemm_only(
 // CUDA-SAME:     attributes {linfuse.pack_function = @gemm_only__pack}
 func.func @gemm_only__pack(%w: memref<8x8xf32>) -> memref<8x8xf32> {
@@ -144,5 +144,48 @@ func.func @gemm_only(%x: memref<8x8xf32>,
   linfuse.gemm ins(%x, %p6 : memref<8x8xf32>, memref<8x8xf32>) outs(%c : memref<8x8xf32>) transpose_b
   linfuse.gemm ins(%x, %p6 : memref<8x8xf32>, memref<8x8xf32>) outs(%c : memref<8x8xf32>)
   linfuse.gemm ins(%x3, %p7 : memref<2x8x8xf32>, memref<2x8x8xf32>) outs(%c3 : memref<2x8x8xf32>)
+  return
+}
+
+// -----
+
+// Without a packing function (nothing merged or folded) the weights the
+// entry takes are its `linfuse.weight` arguments, numbered in order: %w0
+// and %w2 are read only as GEMM B operands, %w1 also element-wise.
+// Activations are not numbered.
+// CHECK-LABEL: func.func @unpacked(
+// CHECK-SAME:    attributes {linfuse.gemm_only_weights = array<i64: 0, 2>}
+// CUDA-LABEL:  func.func @unpacked(
+// CUDA-NOT:      linfuse.gemm_only_weights
+func.func @unpacked(%x: memref<8x8xf32>,
+                    %w0: memref<8x8xf32> {linfuse.weight},
+                    %y: memref<8x8xf32>,
+                    %w1: memref<8x8xf32> {linfuse.weight},
+                    %w2: memref<8x8xf32> {linfuse.weight},
+                    %c: memref<8x8xf32>, %out: memref<8x8xf32>) {
+  linfuse.gemm ins(%x, %w0 : memref<8x8xf32>, memref<8x8xf32>) outs(%c : memref<8x8xf32>) transpose_b
+  linfuse.gemm ins(%y, %w1 : memref<8x8xf32>, memref<8x8xf32>) outs(%c : memref<8x8xf32>)
+  memref.copy %w1, %out : memref<8x8xf32> to memref<8x8xf32>
+  linfuse.gemm ins(%x, %w2 : memref<8x8xf32>, memref<8x8xf32>) outs(%c : memref<8x8xf32>)
+  return
+}
+
+// -----
+
+// A function with packed weights numbers only those: its other
+// `linfuse.weight`-marked arguments (none are left after lifting) would not
+// be the entry's weights.
+// CHECK-LABEL: func.func @packed_only(
+// CHECK-SAME:    attributes {linfuse.gemm_only_weights = array<i64: 1>, linfuse.pack_function = @packed_only__pack}
+func.func @packed_only__pack(%w: memref<8x8xf32>) -> memref<8x8xf32> {
+  return %w : memref<8x8xf32>
+}
+func.func @packed_only(%x: memref<8x8xf32>,
+                       %w: memref<8x8xf32> {linfuse.weight},
+                       %p1: memref<8x8xf32> {linfuse.packed = 1 : i64},
+                       %c: memref<8x8xf32>)
+    attributes {linfuse.pack_function = @packed_only__pack} {
+  linfuse.gemm ins(%x, %w : memref<8x8xf32>, memref<8x8xf32>) outs(%c : memref<8x8xf32>)
+  linfuse.gemm ins(%x, %p1 : memref<8x8xf32>, memref<8x8xf32>) outs(%c : memref<8x8xf32>)
   return
 }

@@ -73,6 +73,18 @@ def _compile_and_check(model, x):
     return compiled
 
 
+def _compile_and_check_each(model, xs):
+    """`model` compiled with release on `xs[0]`, called on each of `xs` in
+    turn and checked against eager (computed before)."""
+    with torch.no_grad():
+        want = [model(x) for x in xs]
+        compiled = _compile(model, xs[0])
+        got = [compiled(x) for x in xs]
+    for g, w in zip(got, want):
+        assert rel_err(g, w) < 1e-5
+    return compiled
+
+
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
 def test_results_for_every_row_count_after_release(dtype, tol):
     torch.manual_seed(0)
@@ -177,6 +189,32 @@ def test_a_weight_read_by_something_else_than_gemms_is_kept():
     assert compiled.released_bytes == 2 * 32 * 32 * 4
 
 
+class NothingToPack(nn.Module):
+    """Two linear layers with a ReLU between and a scale after: nothing
+    merges or folds, so the function has no packing function and reads the
+    weights as given; the scale is read element-wise (kept)."""
+
+    def __init__(self, hidden=64):
+        super().__init__()
+        self.up = nn.Linear(hidden, 2 * hidden, bias=False)
+        self.down = nn.Linear(2 * hidden, hidden, bias=False)
+        self.scale = nn.Parameter(1 + 0.1 * torch.randn(hidden))
+
+    def forward(self, x):
+        return self.down(torch.relu(self.up(x))) * self.scale
+
+
+def test_weights_of_a_function_with_nothing_to_pack_are_released():
+    torch.manual_seed(5)
+    model = NothingToPack().eval()
+    xs = [torch.randn(m, 64) for m in (9, 1, 33)]
+    compiled = _compile_and_check_each(model, xs)
+    assert not compiled.report.merges and not compiled.report.folds
+    assert model.up.weight.numel() == 0 and model.down.weight.numel() == 0
+    assert model.scale.shape == (64,)
+    assert compiled.released_bytes == 2 * 64 * 128 * 4
+
+
 class TwoWaysAndMerged(nn.Module):
     """`w` read by two GEMMs, as W^T and as W (a copy per orientation, the
     second would be made from values already dropped), and merged with `v`
@@ -196,12 +234,7 @@ def test_a_weight_read_in_two_orientations_is_kept():
     torch.manual_seed(4)
     model = TwoWaysAndMerged().eval()
     xs = [torch.randn(m, 64) for m in (6, 1, 17, 1)]
-    with torch.no_grad():
-        want = [model(x) for x in xs]
-        compiled = _compile(model, xs[0])
-        got = [compiled(x) for x in xs]
-    for g, w in zip(got, want):
-        assert rel_err(g, w) < 1e-5
+    compiled = _compile_and_check_each(model, xs)
     assert model.w.weight.shape == (64, 64) and model.v.weight.shape == (64, 64)
     assert model.u.weight.numel() == 0
     assert compiled.released_bytes == 64 * 64 * 4

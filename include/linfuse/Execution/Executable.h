@@ -165,11 +165,12 @@ public:
     return weightGroups;
   }
 
-  /// Hands the plain values of packed weights over to the host runtime
+  /// Hands the plain values of packed weights (or, without a packing
+  /// function, of the weights as given) over to the host runtime
   /// (linfuse_cpu_hand_over_weights): their pages leave memory as soon as
   /// oneDNN has reordered them, and the reordered copies become the only
   /// ones. Only where that is safe: the entry reads the packed weight only
-  /// as GEMM B operands (`linfuse.gemm_only_packed`), it lies in the
+  /// as GEMM B operands (`linfuse.gemm_only_weights`), it lies in the
   /// caller's weights (a view, not a buffer packing made) and within one of
   /// `within` (memory whose addresses the caller keeps reserved while this
   /// executable lives: its end forgets the copies), and no other packed
@@ -189,8 +190,8 @@ public:
     void *data = nullptr;       // What the descriptor points to.
     void *allocation = nullptr; // What to free (nullptr: not ours).
     llvm::SmallVector<int64_t> shape;
-    /// Bytes from the first element to one past the last (a packed result,
-    /// which may be strided).
+    /// Bytes from the first element to one past the last (a packed result
+    /// may be strided; an input is contiguous).
     size_t spanBytes = 0;
   };
 
@@ -250,8 +251,9 @@ private:
   llvm::SmallVector<TensorSignature> packedTypes;
   /// See concatenatedWeights().
   std::vector<std::vector<unsigned>> weightGroups;
-  /// Packed weights the entry reads only as GEMM B operands (by number).
-  std::vector<bool> gemmOnlyPacked;
+  /// Weights the entry takes (packed ones, or the weights themselves without
+  /// a packing function) that it reads only as GEMM B operands, by number.
+  std::vector<bool> gemmOnlyWeights;
   /// What handOverWeights() handed over.
   std::vector<std::pair<const void *, size_t>> handedOver;
   /// The bound inputs (host copies) and what the code reads: the same
