@@ -11,6 +11,8 @@ freed, results still match, running the model eagerly is an error --
 and the weights PyTorch also reads (the embedding, the norms around the
 partitions, a tied output projection) are kept."""
 
+import copy
+
 import pytest
 import torch
 import transformers
@@ -153,3 +155,114 @@ def test_release_without_freezing_is_an_error():
 def test_release_on_cuda_is_refused():
     with pytest.raises(linfuse.Error, match="release_weights=True needs target='cpu'"):
         lt.backend(target="cuda", release_weights=True)
+
+
+# What release must leave alone (found by review): each case gave wrong
+# results or failed on a later call before.
+
+class TiedAcrossAGraphBreak(torch.nn.Module):
+    """The first graph's embedding (PyTorch) and the second graph's output
+    projection (linfuse) read one tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(500, 128)
+        self.l1 = torch.nn.Linear(128, 128)
+        self.head = torch.nn.Linear(128, 500, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, ids):
+        h = torch.relu(self.l1(self.emb(ids)))
+        torch._dynamo.graph_break()
+        return self.head(h)
+
+
+class WritesItsWeight(torch.nn.Module):
+    """A buffer read as a GEMM weight and updated in place by forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("w", torch.randn(256, 256) / 20)
+        self.l = torch.nn.Linear(256, 256, bias=False)
+
+    def forward(self, x):
+        y = torch.nn.functional.linear(torch.relu(self.l(x)), self.w)
+        self.w.mul_(1.5)
+        return y
+
+
+class OneWeightTwoPartitions(torch.nn.Module):
+    """One linear layer called twice with a softmax between (two
+    partitions read its weight)."""
+
+    def __init__(self):
+        super().__init__()
+        self.l = torch.nn.Linear(256, 256, bias=False)
+
+    def forward(self, x):
+        return self.l(torch.softmax(self.l(x), -1))
+
+
+@pytest.mark.parametrize("fallback", ["eager", "inductor"])
+@pytest.mark.parametrize("case", ["tied across a graph break", "writes its weight",
+                                  "one weight, two partitions"])
+def test_release_keeps_what_something_else_reads_or_writes(case, fallback):
+    model, x = {
+        "tied across a graph break": lambda: (TiedAcrossAGraphBreak(),
+                                              torch.randint(0, 500, (2, 7))),
+        "writes its weight": lambda: (WritesItsWeight(), torch.randn(2, 7, 256)),
+        "one weight, two partitions": lambda: (OneWeightTwoPartitions(),
+                                               torch.randn(2, 7, 256)),
+    }[case]()
+    model = model.eval()
+    reference = copy.deepcopy(model)
+    backend = lt.backend(fallback=fallback, release_weights=True)
+    with torch._inductor.config.patch(freezing=True), torch.no_grad():
+        compiled = torch.compile(model, backend=backend, dynamic=True)
+        for _ in range(3):
+            assert rel_err(compiled(x), reference(x)) < 1e-5
+        if case == "one weight, two partitions":
+            # Kept, so packed again when it changes.
+            model.l.weight.mul_(2)
+            reference.l.weight.mul_(2)
+            assert rel_err(compiled(x), reference(x)) < 1e-5
+    kept = {"tied across a graph break": ["emb.weight"], "writes its weight": ["w"],
+            "one weight, two partitions": ["l.weight"]}[case]
+    for name in kept:
+        value = model.get_buffer(name) if name == "w" else model.get_parameter(name)
+        assert value.numel() > 0 and name not in erased(model)
+    if case == "writes its weight":
+        assert torch.equal(model.w, reference.w)
+    if case == "tied across a graph break":
+        assert erased(model) == {"l1.weight"}
+
+
+def test_a_global_parameter_is_not_released():
+    weight = torch.nn.Parameter(torch.randn(256, 256) / 16)
+    before = weight.detach().clone()
+
+    def f(x):
+        return torch.relu(x @ weight.t()) @ weight
+
+    x = torch.randn(2, 7, 256)
+    want = f(x).detach()
+    backend = lt.backend(fallback="eager", release_weights=True)
+    with torch._inductor.config.patch(freezing=True), torch.no_grad():
+        got = torch.compile(f, backend=backend, dynamic=True)(x)
+    assert rel_err(got, want) < 1e-5
+    assert torch.equal(weight.detach(), before)
+
+
+def test_inductors_discard_flag_with_gradients_on_runs_the_fallback():
+    """Dynamo freezes parameters under no_grad only: with gradients on,
+    Inductor's flags must not turn into a release error."""
+    model = llama(layers=1)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    x = torch.randint(0, 1000, (2, 7))
+    with torch.no_grad():
+        want = model(x).logits
+    with torch._inductor.config.patch(freezing=True, freezing_discard_parameters=True):
+        got = torch.compile(model, backend=lt.backend(fallback="eager"), dynamic=True)(x).logits
+    assert rel_err(got.detach(), want) < 1e-5
+    assert not erased(model)

@@ -84,9 +84,6 @@ class BackendOptions:
             out.target = "cuda" if on_cuda else "cpu"
         if mode == "reduce-overhead" and out.target == "cuda":
             out.cuda_graph = True
-        if out.release_weights is None:
-            from torch._inductor import config as inductor
-            out.release_weights = bool(inductor.freezing and inductor.freezing_discard_parameters)
         out.validate()
         return out
 
@@ -386,46 +383,15 @@ def _specialize_in_dynamo(placeholders: list[Node]) -> None:
     raise TensorifyScalarRestartAnalysis
 
 
-def _hand_over_now(info: CompiledGraph, slots: list) -> list:
-    """Packs and hands over (`release_in_partitions`) the weights of every
-    partition whose weights are all lifted ones (`slots`: the tensor in
-    each placeholder of the graph, None for inputs), at compile time: the
-    module's attributes can then be erased (`_erase`) before Dynamo builds
-    its guards on them. Dynamo passes the same tensor objects, now empty,
-    on every call; such a partition holds its weights (the operator form
-    no longer takes them); other partitions hand over on their first call.
-    Runs outside AOT autograd's fake tensor mode, on the real tensors.
-    Returns (tensor, its shape before) for each tensor emptied."""
-    from torch.utils._python_dispatch import _disable_current_modes
-    released = []
-    for partition, positions in info.weight_inputs:
-        weights = [slots[i] for i in positions]
-        if any(w is None for w in weights):
-            continue
-        shapes = [(w, w.shape) for w in weights if w.numel()]
-        with _disable_current_modes():
-            partition.weights(weights)
-        released += [(w, shape) for w, shape in shapes if w.numel() == 0]
-        partition.weights_held = True
-    return released
-
-
-def _erase(released: list) -> None:
-    """Replaces each released (tensor, shape) in the modules Dynamo traced
-    with Inductor's `ErasedTensor` of that shape, as its
-    `freezing_discard_parameters` does: running the model eagerly, or
-    Dynamo tracing it again (a recompilation), then fails with a message
-    that says why instead of a size mismatch on an empty tensor. Modules
-    whose attributes Inductor erased already (`freezing_discard_parameters`)
-    keep them."""
-    from torch.utils._python_dispatch import _disable_current_modes
+def _module_attributes() -> Optional[dict[int, list]]:
+    """For each tensor the modules Dynamo traced hold as a parameter or
+    buffer, by `id`: the (table, name, module) entries holding it; None
+    where Dynamo's tracing context does not say (another torch)."""
     try:
-        from torch._dispatch.python import no_python_dispatcher
-        from torch._inductor.freezing import ErasedTensor
         modules = torch._guards.TracingContext.get().module_context.nn_modules.values()
-    except (ImportError, AttributeError, AssertionError):
-        return
-    shape_of = {id(t): shape for t, shape in released}
+    except (AttributeError, AssertionError):
+        return None
+    out: dict[int, list] = {}
     seen = set()
     for root in modules:
         if not isinstance(root, torch.nn.Module):
@@ -435,17 +401,60 @@ def _erase(released: list) -> None:
                 continue
             seen.add(id(module))
             for table in (module._parameters, module._buffers):
-                for name, tensor in list(table.items()):
-                    if tensor is None or id(tensor) not in shape_of:
-                        continue
-                    # (One element expanded: ErasedTensor moves it to "meta".)
-                    with _disable_current_modes(), no_python_dispatcher():
-                        erased = ErasedTensor(torch.empty((), dtype=tensor.dtype).expand(
-                            shape_of[id(tensor)]), name, module)
-                    if isinstance(tensor, torch.nn.Parameter):
-                        erased.requires_grad_(tensor.requires_grad)
-                        erased._is_param = True
-                    table[name] = erased
+                for name, tensor in table.items():
+                    if tensor is not None:
+                        out.setdefault(id(tensor), []).append((table, name, module))
+    return out
+
+
+def _mutated_positions() -> Optional[set[int]]:
+    """The ATen graph's inputs it writes (a buffer updated in place), by
+    position; None where AOT autograd's metadata does not say."""
+    try:
+        info = torch._guards.TracingContext.get().fw_metadata.input_info
+        return {i for i, x in enumerate(info) if x.mutates_data or x.mutates_metadata}
+    except (AttributeError, AssertionError):
+        return None
+
+
+def _hand_over(plan: list) -> list:
+    """Packs and hands over the weights of each (partition, weights) of
+    `plan` (`Backend._plan_release`), outside AOT autograd's fake tensor
+    mode, on the real tensors. Returns (tensor, its shape before) for each
+    tensor emptied."""
+    from torch.utils._python_dispatch import _disable_current_modes
+    released = []
+    for partition, weights in plan:
+        shapes = [(w, w.shape) for w in weights if w.numel()]
+        with _disable_current_modes():
+            partition.weights(weights)
+        released += [(w, shape) for w, shape in shapes if w.numel() == 0]
+    return released
+
+
+def _erase(released: list, owners: dict[int, list]) -> None:
+    """Replaces each released (tensor, shape) in the module attribute that
+    holds it (`owners`, from `_module_attributes`) with Inductor's
+    `ErasedTensor` of that shape, as its `freezing_discard_parameters`
+    does: running the model eagerly, or Dynamo tracing it again (a
+    recompilation), then fails with a message that says why instead of a
+    size mismatch on an empty tensor. An attribute Inductor erased already
+    (`freezing_discard_parameters`) stays as it is."""
+    from torch._dispatch.python import no_python_dispatcher
+    from torch._inductor.freezing import ErasedTensor
+    from torch.utils._python_dispatch import _disable_current_modes
+    for tensor, shape in released:
+        for table, name, module in owners.get(id(tensor), []):
+            if table.get(name) is not tensor:
+                continue
+            # (One element expanded: ErasedTensor moves it to "meta".)
+            with _disable_current_modes(), no_python_dispatcher():
+                erased = ErasedTensor(torch.empty((), dtype=tensor.dtype).expand(shape),
+                                      name, module)
+            if isinstance(tensor, torch.nn.Parameter):
+                erased.requires_grad_(tensor.requires_grad)
+                erased._is_param = True
+            table[name] = erased
 
 
 def _is_weight(node: Node, value) -> bool:
@@ -473,16 +482,29 @@ def _inner_tensors(value: torch.Tensor) -> int:
                for name in value.__tensor_flatten__()[0])
 
 
-def _lifted_weights() -> list[torch.Tensor]:
+def _lifted_weights(aten_gm: GraphModule) -> list[torch.Tensor]:
     """The parameters and buffers AOT autograd lifted out of Dynamo's graph
-    module: the leading placeholders of its ATen graph, one real tensor per
+    module: the leading placeholders of `aten_gm`, one real tensor per
     placeholder (subclasses unwrapped), as Inductor's freezing reads them.
     Dynamo makes parameters attributes of its graph instead of inputs under
     `torch._inductor.config.freezing` and no_grad (it then guards them by
     identity, not by size). Read before the fallback compiles: a nested AOT
-    autograd overwrites them."""
+    autograd overwrites them. Where their shapes and dtypes are not those
+    of the leading placeholders (AOT autograd merged aliased inputs into a
+    synthetic base), none is taken, with a warning: their GEMMs then run on
+    the fallback."""
     context = torch._guards.TracingContext.try_get()
-    return list(getattr(context, "params_flat_unwrap_subclasses", None) or [])
+    lifted = list(getattr(context, "params_flat_unwrap_subclasses", None) or [])
+    placeholders = [n for n in aten_gm.graph.nodes if n.op == "placeholder"]
+    values = [n.meta.get("val") for n in placeholders[:len(lifted)]]
+    if len(values) == len(lifted) and all(
+            isinstance(t, torch.Tensor) and isinstance(v, torch.Tensor)
+            and tuple(t.shape) == tuple(v.shape) and t.dtype == v.dtype
+            for t, v in zip(lifted, values)):
+        return lifted
+    warnings.warn("linfuse: could not match the graph's frozen parameters to its "
+                  "inputs; their GEMMs run on the fallback", stacklevel=3)
+    return []
 
 
 def _aten_weights(aten_gm: GraphModule, example_inputs,
@@ -522,6 +544,9 @@ class Backend:
         #: Every graph compiled so far, in order.
         self.graphs: list[CompiledGraph] = []
         self._cache: dict = {}
+        #: `id`s of weights a graph compiled with release_weights kept
+        #: (`_plan_release`): later graphs keep them too.
+        self._kept: set[int] = set()
 
     @property
     def report(self) -> "linfuse.Report":
@@ -541,17 +566,25 @@ class Backend:
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         weight_positions = [i for i, (n, x) in enumerate(zip(placeholders, example_inputs))
                             if _is_weight(n, x)]
-        if opts.release_weights and weight_positions:
-            raise linfuse.Error(
-                "linfuse backend: release_weights=True needs the parameters frozen into "
-                "the graph: set torch._inductor.config.freezing = True (Dynamo then "
-                "guards them by identity, so emptying them does not recompile)")
         if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad
                                            for x in example_inputs):
             warnings.warn("linfuse: this graph needs gradients; linfuse compiles "
                           "inference graphs (torch.no_grad() or torch.inference_mode()), "
                           f"so it runs on the {opts.fallback} fallback", stacklevel=2)
             return self._fallback_whole(gm, example_inputs, opts)
+        if opts.release_weights is None:
+            # As Inductor's freezing_discard_parameters, where Dynamo froze
+            # the parameters into the graph (under no_grad only).
+            from torch._inductor import config as inductor
+            opts.release_weights = bool(inductor.freezing and
+                                        inductor.freezing_discard_parameters and
+                                        not weight_positions)
+        if opts.release_weights and weight_positions:
+            raise linfuse.Error(
+                "linfuse backend: release_weights=True needs the parameters frozen into "
+                "the graph: set torch._inductor.config.freezing = True and call the "
+                "model under torch.no_grad() or torch.inference_mode() (Dynamo then "
+                "guards them by identity, so emptying them does not recompile)")
         constant_positions = [i for i in module_constant_positions(placeholders, example_inputs)
                               if i not in weight_positions]
         if opts.fallback == "inductor":
@@ -573,7 +606,7 @@ class Backend:
         def compile_aten(aten_gm: GraphModule, aten_inputs):
             index = {n: i for i, n in enumerate(
                 n for n in aten_gm.graph.nodes if n.op == "placeholder")}
-            lifted = _lifted_weights()
+            lifted = _lifted_weights(aten_gm)
             weight_index = list(range(len(lifted))) + [index[n] for n in _aten_weights(
                 aten_gm, example_inputs, weight_positions, len(lifted))]
             constant_index = [index[n] for n in _aten_weights(
@@ -584,10 +617,9 @@ class Backend:
             pristine = _copy_graph(aten_gm) if constant_index else None
             out, info = compile_variant(aten_gm, weight_index, constant_index, values)
             slots = lifted + [None] * (len(index) - len(lifted))
-            released = []
+            plan, owners = [], {}
             if opts.release_weights:
-                release_in_partitions(out, slots, info)
-                released = _hand_over_now(info, slots)
+                plan, owners = self._plan_release(out, slots, info)
             if opts.fallback == "eager":
                 compiled = make_boxed_func(out)
             else:
@@ -597,7 +629,8 @@ class Backend:
                 from torch._inductor.compile_fx import compile_fx
                 compiled = make_boxed_func(compile_fx(_as_operators(out, info.partitions),
                                                       aten_inputs))
-            _erase(released)
+            # Handed over once nothing else can fail: the fallback compiled.
+            _erase(_hand_over(plan), owners)
             compiled = packing_first(compiled, info)
             if not constant_index:
                 return compiled
@@ -620,6 +653,51 @@ class Backend:
             return SpecializedGraph(constant_index, values, compiled, recompile)
 
         return aot_autograd(fw_compiler=compile_aten)(gm, example_inputs)
+
+    def _plan_release(self, gm: GraphModule, slots: list, info: CompiledGraph) -> tuple:
+        """Which partitions of the graph `gm` hand which weights over when it
+        is compiled (`slots`: the tensor in each placeholder, None for
+        inputs): `release_in_partitions`'s choice, less the weights that
+        cannot be erased from the model (held by no module attribute, a
+        global, or by several, tied), that the graph writes, or that an
+        earlier graph keeps (PyTorch or several partitions read them there;
+        releasing them would break it). A partition with a weight the graph
+        writes, or a weight that is not a lifted one, does not release at
+        all (it packs at its first call, as without release). Each chosen
+        partition holds its releasable weights from now on (its operator
+        form no longer takes them). Every lifted weight not chosen is kept
+        for later graphs. Returns ([(partition, weights)], the module
+        attributes for `_erase`); nothing where torch's internals differ
+        from those this was written for."""
+        from .runtime import WeightPacking
+        lifted = [t for t in slots if t is not None]
+        owners, mutated = _module_attributes(), _mutated_positions()
+        try:
+            from torch._inductor.freezing import ErasedTensor  # noqa: F401
+        except ImportError:
+            owners = None
+        if owners is None or mutated is None:
+            warnings.warn("linfuse: release_weights=True is not supported with this "
+                          "version of torch; the weights stay", stacklevel=3)
+            self._kept.update(id(t) for t in lifted)
+            return [], {}
+        kept = set(self._kept)
+        kept.update(id(t) for t in lifted if len(owners.get(id(t), ())) != 1)
+        kept.update(id(slots[i]) for i in mutated if i < len(slots) and slots[i] is not None)
+        release_in_partitions(gm, slots, info, frozenset(kept))
+        plan, chosen = [], set()
+        for partition, positions in info.weight_inputs:
+            weights = [slots[i] for i in positions]
+            flags = partition.weights.releasable or []
+            if any(w is None for w in weights) or mutated & set(positions) or not any(flags):
+                partition.weights = WeightPacking(partition.function)
+                continue
+            partition.hold({p: w for p, w, ok in zip(partition._weight_pos, weights, flags)
+                            if ok})
+            plan.append((partition, weights))
+            chosen.update(id(w) for w, ok in zip(weights, flags) if ok)
+        self._kept.update(id(t) for t in lifted if id(t) not in chosen)
+        return plan, owners
 
     def _fallback_whole(self, gm, example_inputs, opts: BackendOptions):
         if opts.fallback == "eager":

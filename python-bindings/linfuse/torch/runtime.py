@@ -133,7 +133,8 @@ def _adjacent(tensors: list[torch.Tensor]) -> bool:
 
 
 def place_merged_weights(function: "linfuse.Function", weights: list,
-                         everything: bool = False) -> int:
+                         everything: bool = False,
+                         releasable: list[bool] | None = None) -> int:
     """Puts the weights of each group that `function`'s packing concatenates
     (`concatenated_weights`: gate and up, Q/K/V) one after the other in one
     new block of memory, so that packing views them as the merged weight
@@ -151,15 +152,20 @@ def place_merged_weights(function: "linfuse.Function", weights: list,
     their addresses stay reserved (`release_weights`); a weight in no group
     that is the only tensor over its storage is not moved: its storage is
     kept instead (copying it would only cost time: 1.85 s of a 16-layer
-    LLaMA's 6 s first call went to these copies). Returns the bytes moved."""
+    LLaMA's 6 s first call went to these copies). With `everything`, a
+    group holding a weight `releasable` marks False (another partition or
+    PyTorch reads it too) is left where it is: moving it would change the
+    address the other reader's packing recorded. Returns the bytes moved."""
     if os.environ.get("LINFUSE_SHARE_WEIGHTS", "1") == "0" and not everything:
         return 0
     moved, seen = 0, set()
     groups = [[weights[i] for i in g] for g in function.concatenated_weights]
     if everything:
         groups += [[w] for w in weights]
+    kept = {id(w) for w, ok in zip(weights, releasable or []) if not ok} if everything else set()
     for tensors in groups:
-        if any(id(t) in seen for t in tensors) or not _placeable(tensors):
+        if (any(id(t) in seen or id(t) in kept for t in tensors)
+                or not _placeable(tensors)):
             continue
         seen.update(id(t) for t in tensors)
         if (_in_blocks(function, tensors) if everything and len(tensors) == 1
@@ -345,7 +351,8 @@ class WeightPacking:
             return
         if self.release:
             linfuse.set_weight_reorder("always")
-            place_merged_weights(self.function, weights, everything=True)
+            place_merged_weights(self.function, weights, everything=True,
+                                 releasable=self.releasable)
         seconds = pack_if_changed(self.function, weights)
         if seconds is not None:
             self.packs += 1
@@ -355,13 +362,15 @@ class WeightPacking:
             self._kept_key = tuple((w.data_ptr(), w._version) for w in weights)
 
 
-def release_in_partitions(gm: torch.fx.GraphModule, slots: list, info) -> None:
+def release_in_partitions(gm: torch.fx.GraphModule, slots: list, info,
+                          kept: frozenset = frozenset()) -> None:
     """Has each partition hand its weights over on its first call
     (`WeightPacking(release=True)`), except those something else reads: a
     node PyTorch runs, another partition, or another partition of the same
-    compiled function. `slots` holds the weight in each of the graph's
-    placeholders (None: a user input); `info` is the `CompiledGraph`, whose
-    `weight_inputs` say which placeholders each partition's weights are."""
+    compiled function, and those whose `id` is in `kept`. `slots` holds the
+    weight in each of the graph's placeholders (None: a user input); `info`
+    is the `CompiledGraph`, whose `weight_inputs` say which placeholders
+    each partition's weights are."""
     readers: dict[int, set] = {}        # storage -> partitions reading it (None: PyTorch)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for node, tensor in zip(placeholders, slots):
@@ -371,7 +380,7 @@ def release_in_partitions(gm: torch.fx.GraphModule, slots: list, info) -> None:
     functions = [id(p.function) for p in info.partitions]
     for p, positions in info.weight_inputs:
         alone = functions.count(id(p.function)) == 1
-        flags = [slots[i] is not None and alone and
+        flags = [slots[i] is not None and alone and id(slots[i]) not in kept and
                  readers[slots[i].untyped_storage().data_ptr()] == {p.name}
                  for i in positions]
         p.weights = WeightPacking(p.function, release=True, releasable=flags)
@@ -407,9 +416,12 @@ class CompiledPartition:
         self._converters = result_converters(function)
         self._shape_module = None
         self.weights = WeightPacking(function)
-        #: The weights are the function's alone (handed over when the graph
-        #: was compiled): the operator form no longer takes them.
-        self.weights_held = False
+        #: Weights the function holds (placeholder position -> tensor), to be
+        #: handed over when the graph is compiled: the operator form no
+        #: longer takes them (a compiling fallback asserts the sizes of its
+        #: inputs, and handed-over weights are empty), and calls check the
+        #: tensors held instead.
+        self._held: dict[int, torch.Tensor] = {}
         self._weight_meta = {i: placeholders[i].meta.get("val") for i in self._weight_pos}
         self.key = next(_keys)
         _REGISTRY[self.key] = self
@@ -427,9 +439,19 @@ class CompiledPartition:
     def pack_seconds(self) -> float:
         return self.weights.seconds
 
+    @property
+    def weights_held(self) -> bool:
+        return bool(self._held)
+
+    def hold(self, weights: dict[int, torch.Tensor]) -> None:
+        """Takes the weights at these placeholder positions from here on
+        (see `_held`)."""
+        self._held = dict(weights)
+
     def __call__(self, *args):
-        if self._weight_pos and not self.weights_held:
-            self.weights([args[i] for i in self._weight_pos])
+        if self._weight_pos:
+            self.weights([self._held.get(i, args[i]) if self._held else args[i]
+                          for i in self._weight_pos])
         return tuple(call_native(self._call, [to_input(args[i], i)
                                               for i in self._input_pos],
                                  self._converters))
@@ -439,9 +461,9 @@ class CompiledPartition:
         """The positions of the operator's tensor arguments: without the
         weights once they are held (a compiling fallback asserts the sizes
         of the tensors it is handed, and handed-over weights are empty)."""
-        if not self.weights_held:
+        if not self._held:
             return self._tensor_pos
-        return [i for i in self._tensor_pos if i not in self._weight_meta]
+        return [i for i in self._tensor_pos if i not in self._held]
 
     def _arguments(self, tensors, sizes) -> list:
         args = [None] * (len(self._tensor_pos) + len(self._size_pos))
@@ -460,9 +482,9 @@ class CompiledPartition:
         if self._shape_module is None:
             self._shape_module = _shape_only(self.partition.module)
         args = self._arguments(tensors, sizes)
-        if self.weights_held:
-            for i, val in self._weight_meta.items():
-                args[i] = torch.empty(val.shape, dtype=val.dtype, device=val.device)
+        for i in self._held:
+            val = self._weight_meta[i]
+            args[i] = torch.empty(val.shape, dtype=val.dtype, device=val.device)
         outs = self._shape_module(*args)
         return [torch.empty_like(o, memory_format=torch.contiguous_format) for o in outs]
 
