@@ -15,6 +15,13 @@ by default, or eager PyTorch. Parameters and buffers are weights: each
 partition packs them once (concatenated Q/K/V, norm scales folded in) and
 again only when one changes.
 
+With `torch._inductor.config.freezing = True` Dynamo makes the parameters
+attributes of its graph (guarded by identity) and the backend takes them
+from there; `release_weights=True` (or Inductor's
+`freezing_discard_parameters`) then hands the weights only linfuse reads
+over to it while the graph compiles, erasing them from the model, so that
+memory holds one copy (docs/Python.md).
+
 `linfuse.torch.backend(...)` makes a backend with options; it keeps what it
 compiled (`.graphs`, `.report`) for inspection.
 """
