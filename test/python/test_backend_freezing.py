@@ -144,8 +144,9 @@ def test_release_without_freezing_is_an_error():
     compiled = torch.compile(model, backend=lt.backend(release_weights=True), dynamic=True)
     with pytest.raises(Exception, match="freezing = True") as info, torch.no_grad():
         compiled(torch.randint(0, 1000, (2, 7)))
-    # (Dynamo wraps what a backend raises.)
+    # (Dynamo wraps what a backend raises, naming the backend.)
     assert isinstance(getattr(info.value, "inner_exception", info.value), linfuse.Error)
+    assert "backend='linfuse'" in str(info.value)
     # Nothing was given up: the model still runs.
     with torch.no_grad():
         model(torch.randint(0, 1000, (2, 7)))

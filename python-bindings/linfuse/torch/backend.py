@@ -547,6 +547,9 @@ class Backend:
     """
 
     def __init__(self, **options):
+        #: The name torch.compile gives the backend in Dynamo's messages
+        #: ("backend='linfuse' raised: ..."); without it, `str(backend)`.
+        self.__name__ = "linfuse"
         self.options = BackendOptions().updated(None, options)
         #: Every graph compiled so far, in order.
         self.graphs: list[CompiledGraph] = []
