@@ -183,12 +183,10 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
   // Which weights the entry takes (packed ones, or the weights themselves
   // without a packing function) it reads only as GEMM B operands (the CPU
   // lowering's analysis, an attribute of the entry whatever it became).
-  exe->gemmOnlyWeights.assign(
-      exe->packName.empty()
-          ? llvm::count_if(exe->args,
-                           [](const TensorSignature &t) { return t.isWeight; })
-          : exe->packedTypes.size(),
-      false);
+  exe->gemmOnlyWeights.assign(exe->packName.empty()
+                                  ? exe->args.size() - exe->numActivations()
+                                  : exe->packedTypes.size(),
+                              false);
   if (Operation *lowered = module.lookupSymbol(entry))
     if (auto numbers = lowered->getAttrOfType<DenseI64ArrayAttr>(
             "linfuse.gemm_only_weights"))

@@ -43,7 +43,8 @@ import linfuse
 from .module_constants import SpecializedGraph, module_constant_positions, specialize
 from .partition import (Partition, describe_unsupported, fallback_regions,
                         partition_graph)
-from .runtime import CompiledPartition, release_in_partitions, views_as_reshapes
+from .runtime import (CompiledPartition, WeightPacking, release_in_partitions,
+                      views_as_reshapes)
 
 __all__ = ["Backend", "CompiledGraph", "backend", "linfuse_backend", "compile_graph"]
 
@@ -679,7 +680,6 @@ class Backend:
         for later graphs. Returns ([(partition, weights)], the module
         attributes for `_erase`); nothing where torch's internals differ
         from those this was written for."""
-        from .runtime import WeightPacking
         lifted = [t for t in slots if t is not None]
         owners, mutated = _module_attributes(), _mutated_positions()
         try:

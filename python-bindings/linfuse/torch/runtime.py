@@ -450,8 +450,7 @@ class CompiledPartition:
 
     def __call__(self, *args):
         if self._weight_pos:
-            self.weights([self._held.get(i, args[i]) if self._held else args[i]
-                          for i in self._weight_pos])
+            self.weights([self._held.get(i, args[i]) for i in self._weight_pos])
         return tuple(call_native(self._call, [to_input(args[i], i)
                                               for i in self._input_pos],
                                  self._converters))
