@@ -40,7 +40,8 @@ from torch.fx import GraphModule, Node
 
 import linfuse
 
-from .module_constants import SpecializedGraph, module_constant_positions, specialize
+from .module_constants import (SpecializedGraph, float_symbol, fold_scalar_reads,
+                               guard_folded, module_constant_positions, specialize)
 from .partition import (Partition, describe_unsupported, fallback_regions,
                         partition_graph)
 from .runtime import (CompiledPartition, WeightPacking, release_in_partitions,
@@ -374,15 +375,9 @@ def _specialize_in_dynamo(placeholders: list[Node]) -> None:
     try:
         from torch._dynamo.exc import TensorifyScalarRestartAnalysis
         from torch._dynamo.symbolic_convert import TensorifyState
-        from torch.utils._sympy.symbol import SymT, symbol_is_type
     except ImportError:
         return
-    names = []
-    for node in placeholders:
-        memo = getattr(node.meta.get("example_value"), "item_memo", None)
-        expr = getattr(getattr(memo, "node", None), "_expr", None)
-        if getattr(expr, "is_Symbol", False) and symbol_is_type(expr, SymT.FLOAT):
-            names.append(expr.name)
+    names = [name for name in map(float_symbol, placeholders) if name is not None]
     fresh = [n for n in names if not TensorifyState.should_specialize(n)]
     if not fresh:
         return
@@ -598,6 +593,14 @@ class Backend:
                 "guards them by identity, so emptying them does not recompile)")
         constant_positions = [i for i in module_constant_positions(placeholders, example_inputs)
                               if i not in weight_positions]
+        # Dynamo's graph as captured: what runs should a folded value change.
+        captured = _copy_graph(gm) if constant_positions else None
+        # Inductor would specialize every float it is handed by restarting
+        # Dynamo after linfuse compiled (_specialize_in_dynamo); folded, none
+        # is left. The eager fallback keeps those read in tensor arithmetic as
+        # inputs, compiled again for new values (SpecializedGraph).
+        folded = fold_scalar_reads(gm, constant_positions, example_inputs,
+                                   everywhere=opts.fallback == "inductor")
         if opts.fallback == "inductor":
             _specialize_in_dynamo(placeholders)
         # Read here: inside AOT autograd the inputs are fake.
@@ -663,7 +666,24 @@ class Backend:
 
             return SpecializedGraph(constant_index, values, compiled, recompile)
 
-        return aot_autograd(fw_compiler=compile_aten)(gm, example_inputs)
+        compiled = aot_autograd(fw_compiler=compile_aten)(gm, example_inputs)
+        if not folded:
+            return compiled
+
+        def folded_value_changed(args):
+            if opts.release_weights:
+                raise linfuse.Error(
+                    "linfuse backend: a float attribute of the model changed after its "
+                    "weights were released (release_weights=True): compile the model again")
+            if not warned:
+                warned.append(True)
+                warnings.warn("linfuse: a float attribute of the model changed since "
+                              "compilation; its graph runs eagerly while it differs "
+                              "(torch._dynamo.reset() compiles it again)", stacklevel=2)
+            return captured(*args)
+
+        warned: list = []
+        return guard_folded(compiled, folded, folded_value_changed)
 
     def _plan_release(self, gm: GraphModule, slots: list, info: CompiledGraph) -> tuple:
         """Which partitions of the graph `gm` hand which weights over when it

@@ -12,16 +12,30 @@ their values substituted where an element-wise op reads them, and every
 call compares the values it receives with those (a few microseconds); a
 call with other values (`set_scale` on a peft model) compiles the graph
 again for them.
+
+Some are read as Python numbers rather than in tensor arithmetic: an
+embedding's `norm_type`, attention's `scale` (scaled_dot_product_attention).
+AOT autograd cannot turn those into tensors, so it specializes them by
+having Dynamo trace the whole frame again, after both traces were paid for
+(a third of the first call of a LLaMA model). `fold_scalar_reads` puts their
+values into Dynamo's graph before AOT autograd traces it, and
+`guard_folded` checks them on every call instead of Dynamo: another value
+runs the graph as Dynamo captured it, eagerly (these are not values a model
+changes).
 """
 
 from __future__ import annotations
 
+import functools
+import operator
 from typing import Callable, Sequence
 
 import torch
 from torch.fx import GraphModule, Node
+from torch.fx.node import map_arg
 
-__all__ = ["module_constant_positions", "specialize", "SpecializedGraph"]
+__all__ = ["module_constant_positions", "specialize", "SpecializedGraph",
+           "fold_scalar_reads", "guard_folded"]
 
 # Sources Dynamo gives to attributes of modules.
 _MODULE_SOURCES = ("NNModuleSource", "UnspecializedNNModuleSource",
@@ -30,6 +44,14 @@ _MODULE_SOURCES = ("NNModuleSource", "UnspecializedNNModuleSource",
 # Element-wise ops that take a Python number where they take a tensor.
 _SCALAR_OPERANDS = (torch.ops.aten.mul.Tensor, torch.ops.aten.add.Tensor,
                     torch.ops.aten.sub.Tensor, torch.ops.aten.div.Tensor)
+
+# What AOT autograd tensorifies in Dynamo's graph: a number read with
+# `.item()` combined with a tensor by one of these.
+_TENSOR_ARITHMETIC = (operator.add, operator.sub, operator.mul, operator.truediv,
+                      torch.add, torch.sub, torch.mul, torch.div)
+_TENSOR_ARITHMETIC_METHODS = ("add", "sub", "mul", "div", "__add__", "__radd__",
+                              "__sub__", "__rsub__", "__mul__", "__rmul__",
+                              "__truediv__", "__rtruediv__")
 
 
 def module_constant_positions(placeholders: Sequence[Node], example_inputs) -> list[int]:
@@ -101,3 +123,91 @@ class SpecializedGraph:
         if fn is None:
             fn = self._compiled[values] = self._compile_for(values)
         return fn(args)
+
+
+def _in_tensor_arithmetic(item: Node) -> bool:
+    """Whether every use of the number `item` reads is arithmetic with a
+    tensor (what AOT autograd turns back into a 0-d tensor)."""
+    for user in item.users:
+        with_tensor = any(isinstance(a, Node) and a is not item and
+                          isinstance(a.meta.get("example_value"), torch.Tensor)
+                          for a in user.args)
+        arithmetic = ((user.op == "call_function" and user.target in _TENSOR_ARITHMETIC) or
+                      (user.op == "call_method" and user.target in _TENSOR_ARITHMETIC_METHODS))
+        if not (arithmetic and with_tensor):
+            return False
+    return True
+
+
+def fold_scalar_reads(gm: GraphModule, positions: Sequence[int], example_inputs,
+                      everywhere: bool = False) -> dict[int, float]:
+    """Puts the values of the module constants at `positions` (of Dynamo's
+    graph `gm`, in place) where the graph reads them as Python numbers for
+    anything but arithmetic with a tensor, or (`everywhere`) for anything.
+    Returns {position: value} for those folded; the placeholders stay."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    out = {}
+    for i in positions:
+        reads = [u for u in placeholders[i].users
+                 if u.op == "call_method" and u.target == "item" and not u.kwargs
+                 and (everywhere or not _in_tensor_arithmetic(u))]
+        if not reads:
+            continue
+        value = out[i] = float(example_inputs[i])
+        for item in reads:
+            for user in list(item.users):
+                user.args = map_arg(user.args, lambda n, item=item: value if n is item else n)
+                user.kwargs = map_arg(user.kwargs,
+                                      lambda n, item=item: value if n is item else n)
+            gm.graph.erase_node(item)
+        if not any(u.op == "call_method" and u.target == "item" for u in placeholders[i].users):
+            _settle(placeholders[i])
+    if out:
+        gm.recompile()
+    return out
+
+
+def float_symbol(node: Node):
+    """The name of the float symbol Dynamo reads the 0-d tensor placeholder
+    `node` into (`.item()`), or None."""
+    memo = getattr(node.meta.get("example_value"), "item_memo", None)
+    expr = getattr(getattr(memo, "node", None), "_expr", None)
+    try:
+        from torch.utils._sympy.symbol import SymT, symbol_is_type
+    except ImportError:
+        return None
+    if getattr(expr, "is_Symbol", False) and symbol_is_type(expr, SymT.FLOAT):
+        return expr.name
+    return None
+
+
+def _settle(node: Node) -> None:
+    """Tells AOT autograd's scalar tensorification that the float `node`
+    holds no longer needs Dynamo to specialize it (it would otherwise
+    restart Dynamo for a symbol nothing reads any more): as Dynamo records
+    the floats it specialized on a restart. Nothing where Dynamo's
+    internals differ from those of torch 2.15 (the restart then stays)."""
+    name = float_symbol(node)
+    try:
+        from torch._dynamo.symbolic_convert import TensorifyState
+    except ImportError:
+        return
+    if name is not None:
+        TensorifyState.specialize(name)
+
+
+def guard_folded(compiled: Callable, folded: dict[int, float],
+                 on_change: Callable) -> Callable:
+    """`compiled` (called as Dynamo calls a compiled graph, `*args`),
+    running `on_change(args)` instead when an input `fold_scalar_reads`
+    folded holds another value."""
+    checks = tuple(folded.items())
+
+    @functools.wraps(compiled)
+    def run(*args):
+        for i, value in checks:
+            if float(args[i]) != value:
+                return on_change(args)
+        return compiled(*args)
+
+    return run
