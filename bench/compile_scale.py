@@ -142,12 +142,13 @@ def compile_model(args, model, x, kwargs, dims):
 
     with torch.no_grad():
         if args.path == "backend":
-            if not args.release_weights:
-                return torch.compile(model, backend="linfuse", dynamic=True)
-            # Parameters frozen into the graph (guarded by identity), the
-            # weights only linfuse reads handed over when it compiles.
-            torch._inductor.config.freezing = True
-            backend = lt.backend(release_weights=True)
+            options = {"fallback": args.fallback}
+            if args.release_weights:
+                # Parameters frozen into the graph (guarded by identity), the
+                # weights only linfuse reads handed over when it compiles.
+                torch._inductor.config.freezing = True
+                options["release_weights"] = True
+            backend = lt.backend(**options)
             compiled = torch.compile(model, backend=backend, dynamic=True)
             compiled._linfuse_backend = backend
             return compiled
@@ -203,6 +204,12 @@ def child(args) -> dict:
         start = time.perf_counter()
         got = run(compiled, x)
         out["first_call_s"] = time.perf_counter() - start
+        if args.path == "backend":
+            # Within the first call: linfuse's compilation of the graphs
+            # Dynamo and AOT autograd traced, and the weights' packing.
+            be = compiled._linfuse_backend
+            out["stages"] = {"linfuse": round(sum(g.seconds for g in be.graphs), 3),
+                             "pack": round(sum(p.pack_seconds for p in be.partitions), 3)}
         start = time.perf_counter()
         got = run(compiled, x)
         out["second_call_s"] = time.perf_counter() - start
@@ -269,6 +276,8 @@ def main() -> None:
                          "or torch._inductor.config.freezing with "
                          "linfuse.torch.backend(release_weights=True) (backend path); the "
                          "model cannot run eagerly afterwards: no eager timings")
+    ap.add_argument("--fallback", choices=["inductor", "eager"], default="inductor",
+                    help="backend path: what runs the regions linfuse does not take")
     ap.add_argument("--warm", action="store_true",
                     help="compile and call a tiny model of the same kind on the same path "
                          "first, so that the process's one-time costs are paid before the "
@@ -290,6 +299,7 @@ def main() -> None:
           + (f", weights={args.weights}" if args.weights else "")
           + (f", {args.pretouch_gb:g} GB pre-touched" if args.pretouch_gb else "")
           + (", release_weights=True" if args.release_weights else "")
+          + (f", backend fallback {args.fallback}" if "backend" in args.paths else "")
           + (", warmed up (RSS baseline after a tiny model's compile)" if args.warm else "")
           + (f", LINFUSE_REORDER_WEIGHTS={os.environ['LINFUSE_REORDER_WEIGHTS']}"
              if "LINFUSE_REORDER_WEIGHTS" in os.environ else ""))
@@ -304,7 +314,8 @@ def main() -> None:
                    str(layers), "--hidden", str(args.hidden), "--inter", str(args.inter),
                    "--dtype", args.dtype, "--m", str(args.m), "--model", args.model,
                    "--kv-heads", str(args.kv_heads),
-                   "--pretouch-gb", str(args.pretouch_gb), "--calls", str(args.calls)]
+                   "--pretouch-gb", str(args.pretouch_gb), "--calls", str(args.calls),
+                   "--fallback", args.fallback]
             if args.weights:
                 cmd += ["--weights", args.weights]
             if args.release_weights:
