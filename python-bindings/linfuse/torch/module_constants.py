@@ -1,9 +1,9 @@
-"""Python floats stored on modules, specialized into the graph.
+"""Python floats stored on modules (and globals), specialized into the graph.
 
 Dynamo does not specialize floats by default: a float attribute of a module
-that is not a builtin one (peft's LoRA `scaling`, a norm's
-`variance_epsilon`, RoPE's `attention_scaling` under peft's wrapper) reaches
-the backend as a 0-d float64 graph input, read anew on every call. linfuse
+(peft's LoRA `scaling`, a norm's `variance_epsilon`, RoPE's
+`attention_scaling`) or a global float (`math.pi` in transformers' GELU)
+reaches the backend as a 0-d float64 graph input, read anew on every call. linfuse
 cannot fold what it does not know at compile time: the LoRA sum
 `x·W + s·(x·A)·B` only becomes one GEMM when `s` is a constant.
 
@@ -37,9 +37,11 @@ from torch.fx.node import map_arg
 __all__ = ["module_constant_positions", "specialize", "SpecializedGraph",
            "fold_scalar_reads", "guard_folded"]
 
-# Sources Dynamo gives to attributes of modules.
+# Sources Dynamo gives to attributes of modules, and to globals (a float a
+# Python module holds, such as the `math.pi` of transformers' GELU).
 _MODULE_SOURCES = ("NNModuleSource", "UnspecializedNNModuleSource",
-                   "UnspecializedBuiltinNNModuleSource", "FSDPNNModuleSource")
+                   "UnspecializedBuiltinNNModuleSource", "FSDPNNModuleSource",
+                   "GlobalSource", "GlobalWeakRefSource")
 
 # Element-wise ops that take a Python number where they take a tensor.
 _SCALAR_OPERANDS = (torch.ops.aten.mul.Tensor, torch.ops.aten.add.Tensor,
@@ -56,7 +58,8 @@ _TENSOR_ARITHMETIC_METHODS = ("add", "sub", "mul", "div", "__add__", "__radd__",
 
 def module_constant_positions(placeholders: Sequence[Node], example_inputs) -> list[int]:
     """Positions of Dynamo's inputs that are 0-d float tensors read from a
-    module's attributes (not parameters or buffers, which are weights)."""
+    module's attributes (not parameters or buffers, which are weights) or
+    from a global; not the model's arguments."""
     from torch._dynamo.source import ParamBufferSource
     out = []
     for i, (node, value) in enumerate(zip(placeholders, example_inputs)):
