@@ -16,12 +16,16 @@ import linfuse.torch as lt
 
 
 @pytest.fixture(autouse=True)
-def seeded():
+def fresh():
+    """Dynamo's caches emptied, Inductor's freezing off, and the weight
+    reorder mode release_weights switches the process to restored."""
+    before = linfuse.get_weight_reorder()
     torch.manual_seed(0)
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()
     torch._inductor.config.freezing = False
+    linfuse.set_weight_reorder(before)
 
 
 def rel_err(got, want):
