@@ -593,14 +593,8 @@ class Backend:
                 "guards them by identity, so emptying them does not recompile)")
         constant_positions = [i for i in module_constant_positions(placeholders, example_inputs)
                               if i not in weight_positions]
-        # Dynamo's graph as captured: what runs should a folded value change.
-        captured = _copy_graph(gm) if constant_positions else None
-        # Inductor would specialize every float it is handed by restarting
-        # Dynamo after linfuse compiled (_specialize_in_dynamo); folded, none
-        # is left. The eager fallback keeps those read in tensor arithmetic as
-        # inputs, compiled again for new values (SpecializedGraph).
-        folded = fold_scalar_reads(gm, constant_positions, example_inputs,
-                                   everywhere=opts.fallback == "inductor")
+        folded, captured = self._fold_floats(gm, placeholders, example_inputs,
+                                             weight_positions, opts)
         if opts.fallback == "inductor":
             _specialize_in_dynamo(placeholders)
         # Read here: inside AOT autograd the inputs are fake.
@@ -684,6 +678,31 @@ class Backend:
 
         warned: list = []
         return guard_folded(compiled, folded, folded_value_changed)
+
+    @staticmethod
+    def _fold_floats(gm: GraphModule, placeholders: list[Node], example_inputs,
+                     weight_positions: list[int], opts: BackendOptions) -> tuple:
+        """`fold_scalar_reads` on Dynamo's graph `gm`, in place: the module
+        constants and globals it reads as numbers for anything but tensor
+        arithmetic, or with the Inductor fallback, for anything (Inductor
+        would specialize every float it is handed by restarting Dynamo after
+        linfuse compiled). Returns ({position: value} folded, a copy of the
+        graph as Dynamo captured it). Dynamo may hand the same graph again
+        (a `mark_dynamic(..., specialize_on=...)` specialization), folded
+        already and without the sources that say what its inputs are: the
+        first fold is kept on the graph and returned again."""
+        earlier = gm.meta.get("linfuse_folded")
+        if earlier is not None:
+            return earlier
+        positions = [i for i in module_constant_positions(placeholders, example_inputs,
+                                                          globals_too=True)
+                     if i not in weight_positions]
+        captured = _copy_graph(gm) if positions else None
+        folded = fold_scalar_reads(gm, positions, example_inputs,
+                                   everywhere=opts.fallback == "inductor")
+        if folded:
+            gm.meta["linfuse_folded"] = (folded, captured)
+        return folded, captured
 
     def _plan_release(self, gm: GraphModule, slots: list, info: CompiledGraph) -> tuple:
         """Which partitions of the graph `gm` hand which weights over when it

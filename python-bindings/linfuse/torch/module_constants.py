@@ -18,10 +18,11 @@ embedding's `norm_type`, attention's `scale` (scaled_dot_product_attention).
 AOT autograd cannot turn those into tensors, so it specializes them by
 having Dynamo trace the whole frame again, after both traces were paid for
 (a third of the first call of a LLaMA model). `fold_scalar_reads` puts their
-values into Dynamo's graph before AOT autograd traces it, and
-`guard_folded` checks them on every call instead of Dynamo: another value
-runs the graph as Dynamo captured it, eagerly (these are not values a model
-changes).
+values into Dynamo's graph before AOT autograd traces it and has Dynamo
+guard them, as it guards the floats it specializes itself (a new value
+recompiles); `guard_folded` checks them on every call as well, should a
+graph run without that guard: another value then runs the graph as Dynamo
+captured it, eagerly.
 """
 
 from __future__ import annotations
@@ -37,11 +38,12 @@ from torch.fx.node import map_arg
 __all__ = ["module_constant_positions", "specialize", "SpecializedGraph",
            "fold_scalar_reads", "guard_folded"]
 
-# Sources Dynamo gives to attributes of modules, and to globals (a float a
-# Python module holds, such as the `math.pi` of transformers' GELU).
+# Sources Dynamo gives to attributes of modules.
 _MODULE_SOURCES = ("NNModuleSource", "UnspecializedNNModuleSource",
-                   "UnspecializedBuiltinNNModuleSource", "FSDPNNModuleSource",
-                   "GlobalSource", "GlobalWeakRefSource")
+                   "UnspecializedBuiltinNNModuleSource", "FSDPNNModuleSource")
+# ... and to globals (a float a Python module holds, such as the `math.pi`
+# of transformers' GELU, or a temperature a script changes).
+_GLOBAL_SOURCES = ("GlobalSource", "GlobalWeakRefSource")
 
 # Element-wise ops that take a Python number where they take a tensor.
 _SCALAR_OPERANDS = (torch.ops.aten.mul.Tensor, torch.ops.aten.add.Tensor,
@@ -56,11 +58,13 @@ _TENSOR_ARITHMETIC_METHODS = ("add", "sub", "mul", "div", "__add__", "__radd__",
                               "__truediv__", "__rtruediv__")
 
 
-def module_constant_positions(placeholders: Sequence[Node], example_inputs) -> list[int]:
+def module_constant_positions(placeholders: Sequence[Node], example_inputs,
+                              globals_too: bool = False) -> list[int]:
     """Positions of Dynamo's inputs that are 0-d float tensors read from a
-    module's attributes (not parameters or buffers, which are weights) or
-    from a global; not the model's arguments."""
+    module's attributes (not parameters or buffers, which are weights), or
+    (`globals_too`) from a global; never the model's arguments."""
     from torch._dynamo.source import ParamBufferSource
+    sources = _MODULE_SOURCES + (_GLOBAL_SOURCES if globals_too else ())
     out = []
     for i, (node, value) in enumerate(zip(placeholders, example_inputs)):
         if (not isinstance(value, torch.Tensor) or isinstance(value, torch.nn.Parameter)
@@ -72,7 +76,7 @@ def module_constant_positions(placeholders: Sequence[Node], example_inputs) -> l
             if isinstance(source, ParamBufferSource):
                 from_module = False
                 break
-            from_module |= type(source).__name__ in _MODULE_SOURCES
+            from_module |= type(source).__name__ in sources
             source = getattr(source, "base", None)
         if from_module:
             out.append(i)
@@ -185,17 +189,21 @@ def float_symbol(node: Node):
 
 
 def _settle(node: Node) -> None:
-    """Tells AOT autograd's scalar tensorification that the float `node`
-    holds no longer needs Dynamo to specialize it (it would otherwise
-    restart Dynamo for a symbol nothing reads any more): as Dynamo records
-    the floats it specialized on a restart. Nothing where Dynamo's
-    internals differ from those of torch 2.15 (the restart then stays)."""
+    """Has Dynamo guard the value of the float `node` holds (a new value
+    recompiles, as when Dynamo specializes a float itself), and tells AOT
+    autograd's scalar tensorification that the float no longer needs
+    specializing (it would otherwise restart Dynamo for a symbol nothing
+    reads any more), as Dynamo records the floats it specialized on a
+    restart. Nothing where Dynamo's internals differ from those of torch
+    2.15 (the restart then stays, and specializes)."""
     name = float_symbol(node)
     try:
         from torch._dynamo.symbolic_convert import TensorifyState
+        from torch.fx.experimental.symbolic_shapes import guard_scalar
     except ImportError:
         return
     if name is not None:
+        guard_scalar(node.meta["example_value"].item_memo)
         TensorifyState.specialize(name)
 
 
@@ -206,7 +214,8 @@ def guard_folded(compiled: Callable, folded: dict[int, float],
     folded holds another value."""
     checks = tuple(folded.items())
 
-    @functools.wraps(compiled)
+    # Its name and docstring, not its attributes (Dynamo's markers on it).
+    @functools.wraps(compiled, updated=())
     def run(*args):
         for i, value in checks:
             if float(args[i]) != value:
