@@ -364,12 +364,11 @@ def _as_operators(gm: GraphModule, compiled: list[CompiledPartition]) -> GraphMo
 
 def _specialize_in_dynamo(placeholders: list[Node]) -> None:
     """Has Dynamo trace the graph again with the Python floats it passes as
-    graph inputs (module constants such as RMSNorm's eps, globals such as
-    `math.pi` in GELU's tanh form) as numbers in it, when it would do so
-    anyway: Inductor specializes the floats of the graph it is handed (its
-    scalar tensorification) by restarting Dynamo, which would throw away
-    all that linfuse compiled first (twice the compile time of a LLaMA
-    block). Dynamo then guards on their values. Does nothing where Dynamo's
+    graph inputs that the backend did not fold (`Backend._fold_floats`: the
+    model's own float arguments) as numbers in it: Inductor specializes the
+    floats of the graph it is handed (its scalar tensorification) by
+    restarting Dynamo, which would throw away all that linfuse compiled
+    first. Dynamo then guards on their values. Does nothing where Dynamo's
     internals differ from those of torch 2.15 (the restart then comes
     later)."""
     try:
