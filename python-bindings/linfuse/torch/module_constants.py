@@ -146,6 +146,11 @@ def _in_tensor_arithmetic(item: Node) -> bool:
     return True
 
 
+def _is_item(node: Node) -> bool:
+    """Whether `node` is Dynamo's read of a 0-d tensor as a number."""
+    return node.op == "call_method" and node.target == "item"
+
+
 def fold_scalar_reads(gm: GraphModule, positions: Sequence[int], example_inputs,
                       everywhere: bool = False) -> dict[int, float]:
     """Puts the values of the module constants at `positions` (of Dynamo's
@@ -156,7 +161,7 @@ def fold_scalar_reads(gm: GraphModule, positions: Sequence[int], example_inputs,
     out = {}
     for i in positions:
         reads = [u for u in placeholders[i].users
-                 if u.op == "call_method" and u.target == "item" and not u.kwargs
+                 if _is_item(u) and not u.kwargs
                  and (everywhere or not _in_tensor_arithmetic(u))]
         if not reads:
             continue
@@ -167,7 +172,7 @@ def fold_scalar_reads(gm: GraphModule, positions: Sequence[int], example_inputs,
                 user.kwargs = map_arg(user.kwargs,
                                       lambda n, item=item: value if n is item else n)
             gm.graph.erase_node(item)
-        if not any(u.op == "call_method" and u.target == "item" for u in placeholders[i].users):
+        if not any(map(_is_item, placeholders[i].users)):
             _settle(placeholders[i])
     if out:
         gm.recompile()

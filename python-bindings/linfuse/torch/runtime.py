@@ -295,11 +295,11 @@ def release_weights(function: "linfuse.Function", weights: list,
     return released
 
 
-def pack_if_changed(function: "linfuse.Function", weights: list) -> float | None:
+def pack_if_changed(function: "linfuse.Function", weights: list) -> bool:
     """Packs `weights` into `function` (its `load_weights`) unless it holds
     these tensors already, unchanged: the key is each tensor's data pointer
     and version counter, so an in-place update or a new tensor packs again
-    and nothing else does. Returns the seconds packing took, or None.
+    and nothing else does. Returns whether it packed.
 
     The key lives on the function: on the CPU each partition has a function
     of its own (an instance where the code is shared); on CUDA, partitions
@@ -307,9 +307,8 @@ def pack_if_changed(function: "linfuse.Function", weights: list) -> float | None
     that alternates between their weights."""
     key = tuple((w.data_ptr(), w._version) for w in weights)
     if key == getattr(function, "_weights_key", None):
-        return None
+        return False
     function._weights_key = None          # stays unset if packing fails
-    start = time.perf_counter()
     if place_merged_weights(function, weights):
         key = tuple((w.data_ptr(), w._version) for w in weights)
     if any(w.is_cuda for w in weights):
@@ -318,7 +317,7 @@ def pack_if_changed(function: "linfuse.Function", weights: list) -> float | None
         torch.cuda.current_stream().synchronize()
     function.load_weights(*[to_input(w, i) for i, w in enumerate(weights)])
     function._weights_key = key
-    return time.perf_counter() - start
+    return True
 
 
 class WeightPacking:
@@ -354,15 +353,15 @@ class WeightPacking:
             linfuse.set_weight_reorder("always")
             place_merged_weights(self.function, weights, everything=True,
                                  releasable=self.releasable)
-        seconds = pack_if_changed(self.function, weights)
-        if seconds is not None:
+        packed = pack_if_changed(self.function, weights)
+        if packed:
             self.packs += 1
-            self.seconds += seconds
         if self.release:
-            # The hand-over is where oneDNN reorders the released weights.
             self.released_bytes = release_weights(self.function, weights, self.releasable)
             self._kept_key = tuple((w.data_ptr(), w._version) for w in weights)
-            self.seconds += time.perf_counter() - start - (seconds or 0.0)
+        if packed or self.release:
+            # Placing, packing and the hand-over.
+            self.seconds += time.perf_counter() - start
 
 
 def release_in_partitions(gm: torch.fx.GraphModule, slots: list, info,
