@@ -238,3 +238,61 @@ func.func @copy(%a: memref<?x64xf32>, %b: memref<?x64xf32, strided<[128, 1]>>) {
   memref.copy %a, %b : memref<?x64xf32> to memref<?x64xf32, strided<[128, 1]>>
   return
 }
+
+// -----
+
+// Loops that do the same on other buffers (a layer's two norms, the
+// residual adds of several layers; here in two functions) share one
+// outlined body: LLVM compiles it once. A loop that differs in one
+// constant gets a body of its own, named after the last one kept.
+// CHECK-LABEL: func.func @same_twice(
+// CHECK:         constant @same_twice__parallel0
+// CHECK:         constant @same_twice__parallel0
+// CHECK:         constant @same_twice__parallel1
+// CHECK:         return
+// CHECK-LABEL: func.func private @same_twice__parallel0(
+// CHECK:         arith.constant 2.000000e+00 : f32
+// CHECK-LABEL: func.func private @same_twice__parallel1(
+// CHECK:         arith.constant 3.000000e+00 : f32
+// CHECK-LABEL: func.func @same_elsewhere(
+// CHECK:         constant @same_twice__parallel0
+// CHECK-NOT:   func.func private @same_twice__parallel2
+// CHECK-NOT:   func.func private @same_elsewhere__parallel
+func.func @same_twice(%a: memref<?xf32>, %b: memref<?xf32>, %c: memref<?xf32>,
+                      %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %two = arith.constant 2.0 : f32
+  %three = arith.constant 3.0 : f32
+  scf.parallel (%i) = (%c0) to (%n) step (%c1) {
+    %x = memref.load %a[%i] : memref<?xf32>
+    %y = arith.mulf %x, %two : f32
+    memref.store %y, %b[%i] : memref<?xf32>
+    scf.reduce
+  }
+  scf.parallel (%i) = (%c0) to (%n) step (%c1) {
+    %x = memref.load %b[%i] : memref<?xf32>
+    %y = arith.mulf %x, %two : f32
+    memref.store %y, %c[%i] : memref<?xf32>
+    scf.reduce
+  }
+  scf.parallel (%i) = (%c0) to (%n) step (%c1) {
+    %x = memref.load %c[%i] : memref<?xf32>
+    %y = arith.mulf %x, %three : f32
+    memref.store %y, %a[%i] : memref<?xf32>
+    scf.reduce
+  }
+  return
+}
+func.func @same_elsewhere(%a: memref<?xf32>, %b: memref<?xf32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %two = arith.constant 2.0 : f32
+  scf.parallel (%i) = (%c0) to (%n) step (%c1) {
+    %x = memref.load %b[%i] : memref<?xf32>
+    %y = arith.mulf %x, %two : f32
+    memref.store %y, %a[%i] : memref<?xf32>
+    scf.reduce
+  }
+  return
+}
