@@ -149,7 +149,16 @@ def compile_model(args, model, x, kwargs, dims):
                 torch._inductor.config.freezing = True
                 options["release_weights"] = True
             backend = lt.backend(**options)
-            compiled = torch.compile(model, backend=backend, dynamic=True)
+            if args.regional:
+                # PyTorch's regional compilation: each decoder layer
+                # compiled on its own; Dynamo traces one and reuses the
+                # graph for the others (the same code, other weights).
+                layers = model.layers if args.model == "mlp" else model.model.layers
+                for layer in layers:
+                    layer.compile(backend=backend, dynamic=True)
+                compiled = model
+            else:
+                compiled = torch.compile(model, backend=backend, dynamic=True)
             compiled._linfuse_backend = backend
             return compiled
         options = {}
@@ -278,6 +287,9 @@ def main() -> None:
                          "model cannot run eagerly afterwards: no eager timings")
     ap.add_argument("--fallback", choices=["inductor", "eager"], default="inductor",
                     help="backend path: what runs the regions linfuse does not take")
+    ap.add_argument("--regional", action="store_true",
+                    help="backend path: compile each decoder layer on its own "
+                         "(layer.compile(backend=...)), not the whole model")
     ap.add_argument("--warm", action="store_true",
                     help="compile and call a tiny model of the same kind on the same path "
                          "first, so that the process's one-time costs are paid before the "
@@ -285,6 +297,10 @@ def main() -> None:
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--path", default="module", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.regional and not args.child and (args.release_weights or
+                                             args.paths != ["backend"]):
+        ap.error("--regional is for --paths backend, without --release-weights (each "
+                 "layer's graph takes its parameters as inputs: none can be released)")
     if args.child:
         args.layers = args.layers[0]
         print(json.dumps(child(args)))
@@ -300,6 +316,7 @@ def main() -> None:
           + (f", {args.pretouch_gb:g} GB pre-touched" if args.pretouch_gb else "")
           + (", release_weights=True" if args.release_weights else "")
           + (f", backend fallback {args.fallback}" if "backend" in args.paths else "")
+          + (", regional (each layer compiled on its own)" if args.regional else "")
           + (", warmed up (RSS baseline after a tiny model's compile)" if args.warm else "")
           + (f", LINFUSE_REORDER_WEIGHTS={os.environ['LINFUSE_REORDER_WEIGHTS']}"
              if "LINFUSE_REORDER_WEIGHTS" in os.environ else ""))
@@ -322,6 +339,8 @@ def main() -> None:
                 cmd.append("--release-weights")
             if args.warm:
                 cmd.append("--warm")
+            if args.regional:
+                cmd.append("--regional")
             print(f"[{path}, {layers} layers ...]", file=sys.stderr, flush=True)
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:

@@ -196,9 +196,10 @@ class CompiledModule(_ExportedCall):
     def __call__(self, *args, **kwargs):
         tensors = self._tensors(self._leaves(args, kwargs))
         self._sizes.check(tensors)
+        call = self._call
         if self._weights:
-            self._packing(self._weights)
-        outputs = call_native(self._call, [_to_input(t, i) for i, t in enumerate(tensors)],
+            call = self._packing(self._weights)._native
+        outputs = call_native(call, [_to_input(t, i) for i, t in enumerate(tensors)],
                               self._converters)
         return self._structured(outputs)
 

@@ -325,7 +325,17 @@ class WeightPacking:
     (`pack_if_changed`), or, with `release` (`release_weights=True`),
     packed once and handed over to the runtime's reordered copies
     (`release_weights`; `releasable` as there). After the hand-over the
-    weights are the runtime's: a later change raises."""
+    weights are the runtime's: a later change raises.
+
+    Without `release`, each set of weight tensors (by identity) that is
+    alive gets a function of its own, an instance of the same code
+    (`Function.instance`) packed with it: one graph called with the
+    weights of several modules (regional compilation, a decoder layer
+    compiled once with `layer.compile()` and run for every layer) packs
+    each layer's weights once instead of on every call. An instance goes
+    when a tensor of its set is freed. Where code cannot be instantiated
+    (CUDA) the sets share the function, which packs again when they
+    alternate."""
 
     def __init__(self, function: "linfuse.Function", release: bool = False,
                  releasable: list[bool] | None = None):
@@ -338,8 +348,13 @@ class WeightPacking:
         #: Bytes of weights given up (`release`), None before the first pack.
         self.released_bytes: int | None = None
         self._kept_key = None
+        #: The weights' `id`s -> (the function packed with them, weak
+        #: references to them).
+        self._sets: dict[tuple, tuple] = {}
 
-    def __call__(self, weights: list) -> None:
+    def __call__(self, weights: list) -> "linfuse.Function":
+        """Packs `weights` where needed; returns the function to call with
+        them."""
         if self.released_bytes is not None:
             # Released weights are the runtime's now; the others are read
             # in place, so a change would go unseen: refused.
@@ -347,21 +362,55 @@ class WeightPacking:
                 raise linfuse.Error(
                     "the model's weights changed after linfuse.torch.compile("
                     "release_weights=True) gave them up: compile the model again")
-            return
+            return self.function
         start = time.perf_counter()
+        function = self.function if self.release else self._function_for(weights)
         if self.release:
             linfuse.set_weight_reorder("always")
-            place_merged_weights(self.function, weights, everything=True,
+            place_merged_weights(function, weights, everything=True,
                                  releasable=self.releasable)
-        packed = pack_if_changed(self.function, weights)
+        packed = pack_if_changed(function, weights)
         if packed:
             self.packs += 1
         if self.release:
-            self.released_bytes = release_weights(self.function, weights, self.releasable)
+            self.released_bytes = release_weights(function, weights, self.releasable)
             self._kept_key = tuple((w.data_ptr(), w._version) for w in weights)
         if packed or self.release:
             # Placing, packing and the hand-over.
             self.seconds += time.perf_counter() - start
+        return function
+
+    def _function_for(self, weights: list) -> "linfuse.Function":
+        """The function packed with these tensors (or to pack them): the
+        owner for the first set, an instance for each other live one."""
+        key = tuple(map(id, weights))
+        entry = self._sets.get(key)
+        if entry is not None and all(ref() is w for ref, w in zip(entry[1], weights)):
+            return entry[0]
+        function = self.function
+        if any(f is self.function for f, _ in self._sets.values()):
+            try:
+                function = self.function.instance()
+            except linfuse.Error:
+                pass                       # CUDA: one function, packed again
+        sets = self._sets
+
+        def forget(_ref, key=key):
+            # A tensor of the set was freed: so is its packed copy.
+            sets.pop(key, None)
+
+        self._sets[key] = (function, [_weak(w, forget) for w in weights])
+        return function
+
+
+def _weak(tensor: torch.Tensor, callback):
+    """A weak reference to `tensor`, or, for a tensor that takes none, a
+    strong one (its set then lives as long as the function)."""
+    import weakref
+    try:
+        return weakref.ref(tensor, callback)
+    except TypeError:
+        return lambda: tensor
 
 
 def release_in_partitions(gm: torch.fx.GraphModule, slots: list, info,
@@ -451,10 +500,11 @@ class CompiledPartition:
         self._held = dict(weights)
 
     def __call__(self, *args):
+        call = self._call
         if self._weight_pos:
-            self.weights([self._held.get(i, args[i]) for i in self._weight_pos])
-        return tuple(call_native(self._call, [to_input(args[i], i)
-                                              for i in self._input_pos],
+            call = self.weights([self._held.get(i, args[i])
+                                 for i in self._weight_pos])._native
+        return tuple(call_native(call, [to_input(args[i], i) for i in self._input_pos],
                                  self._converters))
 
     # -- as the `linfuse::partition` operator (for a compiling fallback) -----
