@@ -215,7 +215,7 @@ struct ConvertGemmToRuntimePass
     for (GemmOp op : gemms)
       if (failed(convert(op, symbols)))
         return signalPassFailure();
-    if (target == "cpu")
+    if (target == "cpu" && releaseOnPack)
       releaseOnPacking(symbols);
   }
 

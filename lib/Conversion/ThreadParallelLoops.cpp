@@ -230,8 +230,8 @@ struct ThreadParallelLoopsPass
                           "loop's dimensions failed");
           return signalPassFailure();
         }
-        func::FuncOp body = outline(rewriter, symbols, converter, fn,
-                                    collapsed, count, after);
+        func::FuncOp body =
+            outline(rewriter, symbols, converter, fn, collapsed, count, after);
         if (body && after->isBeforeInBlock(body))
           after = body;
       }
@@ -247,11 +247,11 @@ struct ThreadParallelLoopsPass
     llvm::hash_code hash =
         llvm::hash_value(body.getFunctionType().getAsOpaquePointer());
     body.getBody().walk([&](Operation *op) {
-      hash = llvm::hash_combine(
-          hash, OperationEquivalence::computeHash(
-                    op, OperationEquivalence::ignoreHashValue,
-                    OperationEquivalence::ignoreHashValue,
-                    OperationEquivalence::IgnoreLocations));
+      hash = llvm::hash_combine(hash,
+                                OperationEquivalence::computeHash(
+                                    op, OperationEquivalence::ignoreHashValue,
+                                    OperationEquivalence::ignoreHashValue,
+                                    OperationEquivalence::IgnoreLocations));
     });
     return hash;
   }

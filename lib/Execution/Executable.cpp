@@ -5,6 +5,7 @@
 #include "linfuse/Runtime/Runtime.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
@@ -176,8 +177,13 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
 
   if (options.progress)
     options.progress("lower");
+  // The executable drops the runtime's copies of the weights it packs and
+  // frees itself (pack(), releaseWeights()), so that packing one function
+  // keeps the others' reordered weights.
+  LowerOptions lower = options.lower;
+  lower.releaseOnPack = false;
   if (llvm::Error err =
-          lowerModule(module, options.target, options.report, options.lower))
+          lowerModule(module, options.target, options.report, lower))
     return std::move(err);
 
   // Which weights the entry takes (packed ones, or the weights themselves
@@ -235,6 +241,12 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
   // Large constants (embedded weights) stay data: bound by address below,
   // never emitted by LLVM.
   code.constants = externalizeLargeConstants(module, kMinExternalBytes);
+  module.walk([&](LLVM::GlobalOp global) {
+    // (Tensors; an assertion's message is a string.)
+    code.embedsConstants |=
+        global.getConstant() &&
+        isa_and_nonnull<ElementsAttr>(global.getValueOrNull());
+  });
   if (options.report && !code.constants.empty()) {
     uint64_t bytes = 0;
     for (const ExternalConstant &c : code.constants)
@@ -275,7 +287,15 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
   return exe;
 }
 
-Executable::Code::~Code() = default;
+Executable::Code::~Code() {
+  // The runtime's reordered copies of the constant weights (see
+  // LINFUSE_GEMM_CONSTANT_B): the next code's may reuse the addresses.
+  // (Harmless on CUDA builds' CPU-less code: no copies start there.)
+  for (const ExternalConstant &c : constants)
+    linfuse_cpu_release_packed_weights_in(c.data.get(), int64_t(c.bytes));
+  if (embedsConstants)
+    linfuse_cpu_release_packed_weights();
+}
 
 llvm::Expected<std::unique_ptr<Executable>> Executable::instantiate() const {
   if (targetKind != Target::CPU)
@@ -360,10 +380,28 @@ static void freeAllocation(Target target, void *allocation) {
   std::free(allocation);
 }
 
+static SmallVector<const Executable::Buffer *>
+pointers(llvm::ArrayRef<Executable::Buffer> buffers) {
+  return llvm::map_to_vector(buffers,
+                             [](const Executable::Buffer &b) { return &b; });
+}
+
 void Executable::release(std::vector<Buffer> &buffers) {
   for (Buffer &b : buffers)
     freeAllocation(targetKind, b.allocation);
   buffers.clear();
+}
+
+void Executable::forgetCopies(llvm::ArrayRef<const Buffer *> buffers) const {
+  if (targetKind != Target::CPU)
+    return;
+  for (const Buffer *b : buffers)
+    linfuse_cpu_release_packed_weights_in(b->data, int64_t(b->spanBytes));
+}
+
+void Executable::releaseWeights(std::vector<Buffer> &buffers) {
+  forgetCopies(pointers(buffers));
+  release(buffers);
 }
 
 std::vector<std::pair<const void *, size_t>> Executable::handOverWeights(
@@ -407,13 +445,9 @@ std::vector<std::pair<const void *, size_t>> Executable::handOverWeights(
 Executable::~Executable() {
   for (auto [data, bytes] : handedOver)
     linfuse_cpu_forget_weights(data, int64_t(bytes));
-  release(packed);
-  release(weightBuffers);
-  release(inputBuffers);
-  // The runtime's reordered copies of this code's constant weights (see
-  // LINFUSE_GEMM_CONSTANT_B): the next executable's may reuse the addresses.
-  if (targetKind == Target::CPU)
-    linfuse_cpu_release_packed_weights();
+  releaseWeights(packed);
+  releaseWeights(weightBuffers);
+  releaseWeights(inputBuffers);
 }
 
 size_t Executable::numActivations() const {
@@ -477,9 +511,9 @@ llvm::Error Executable::bind(std::vector<HostArray> newInputs) {
   if (newInputs.size() != args.size())
     return makeError("@" + entryName + " takes " + llvm::Twine(args.size()) +
                      " inputs, got " + llvm::Twine(newInputs.size()));
-  release(packed);
-  release(weightBuffers);
-  release(inputBuffers);
+  releaseWeights(packed);
+  releaseWeights(weightBuffers);
+  releaseWeights(inputBuffers);
   weightsPacked = false;
   inputs = std::move(newInputs);
   SmallVector<ArrayView> views =
@@ -500,6 +534,12 @@ llvm::Error Executable::bind(std::vector<HostArray> newInputs) {
 
 llvm::Error Executable::pack(llvm::ArrayRef<const Buffer *> weights,
                              std::vector<Buffer> &out) {
+  // The host runtime's copies of these weights, and of whatever was at the
+  // packed results' addresses before (memory freed since may be reused),
+  // are stale: dropped, and only those (the packing function does not drop
+  // every copy in the process, as a library's does; see LowerOptions).
+  forgetCopies(weights);
+  llvm::scope_exit forgetPacked([&] { forgetCopies(pointers(out)); });
   return call(
       packName, weights, packedTypes, [&](MutableArrayRef<RawResult> results) {
         for (RawResult &r : results) {
@@ -549,11 +589,6 @@ static void splitArguments(llvm::ArrayRef<TensorSignature> args,
     (type.isWeight ? ws : acts).push_back(&buffer);
 }
 
-static SmallVector<const Executable::Buffer *>
-pointers(llvm::ArrayRef<Executable::Buffer> buffers) {
-  return llvm::map_to_vector(buffers,
-                             [](const Executable::Buffer &b) { return &b; });
-}
 namespace {
 /// MLIR ranked memref descriptors, as words: allocated, aligned, offset,
 /// sizes[rank], strides[rank].
@@ -750,16 +785,16 @@ llvm::Error Executable::packWeights(llvm::ArrayRef<ArrayView> weights) {
   if (!err && !packName.empty())
     err = pack(pointers(newWeights), newPacked);
   if (err) {
-    release(newPacked);
-    release(newWeights);
+    releaseWeights(newPacked);
+    releaseWeights(newWeights);
     return err;
   }
   // The values handed over before are the caller's to replace now.
   for (auto [data, bytes] : handedOver)
     linfuse_cpu_forget_weights(data, int64_t(bytes));
   handedOver.clear();
-  release(packed);
-  release(weightBuffers);
+  releaseWeights(packed);
+  releaseWeights(weightBuffers);
   packed = std::move(newPacked);
   weightBuffers = std::move(newWeights);
   weightsPacked = true;
@@ -826,7 +861,7 @@ Executable::invoke(llvm::ArrayRef<ArrayView> in, const InvokeOptions &options) {
   // Buffers made for this call only (device copies; a one-off packing).
   std::vector<Buffer> uploaded, oneOffPacked;
   llvm::scope_exit cleanup([&] {
-    release(oneOffPacked);
+    releaseWeights(oneOffPacked);
     release(uploaded);
   });
   if (llvm::Error err = uploadAll(

@@ -96,6 +96,7 @@ llvm::Error mlir::linfuse::lowerModule(ModuleOp module, Target target,
                    [&](OpPassManager &pm) {
                      LowerToCPUPipelineOptions cpu;
                      cpu.runtimeChecks = options.runtimeChecks;
+                     cpu.releaseOnPack = options.releaseOnPack;
                      buildLowerToCPUPipeline(pm, cpu);
                      return llvm::Error::success();
                    });

@@ -131,7 +131,8 @@ static void addBufferization(OpPassManager &pm) {
 /// Raise GEMMs (with the target's epilogues), bufferize, and turn the GEMMs
 /// into runtime calls for `target`.
 static void addGemmsAndBuffers(OpPassManager &pm, StringRef target,
-                               bool epilogues, bool runtimeChecks) {
+                               bool epilogues, bool runtimeChecks,
+                               bool releaseOnPack = true) {
   pm.addPass(createRejectUndefinedOpsPass());
   // Unoptimized input (--no-optimize) may still spell its GEMMs as generics
   // or matvecs: they go to the library too, not to loops.
@@ -156,6 +157,7 @@ static void addGemmsAndBuffers(OpPassManager &pm, StringRef target,
   addBufferization(pm);
   ConvertGemmToRuntimePassOptions runtime;
   runtime.target = target.str();
+  runtime.releaseOnPack = releaseOnPack;
   pm.addPass(createConvertGemmToRuntimePass(runtime));
 }
 
@@ -177,7 +179,8 @@ void mlir::linfuse::buildLowerToCPUPipeline(
   if (!requireModule(pm, "linfuse-lower-to-cpu",
                      "it lowers function signatures and module globals"))
     return;
-  addGemmsAndBuffers(pm, "cpu", options.epilogues, options.runtimeChecks);
+  addGemmsAndBuffers(pm, "cpu", options.epilogues, options.runtimeChecks,
+                     options.releaseOnPack);
   // A merged weight is a view of its weights where the caller placed them
   // one after the other (no second copy of them).
   pm.addPass(createViewAdjacentWeightsPass());

@@ -278,6 +278,15 @@ public:
     copies.clear();
   }
 
+  /// The copies of weights that start in [begin, end).
+  void clear(uintptr_t begin, uintptr_t end) {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto it = copies.begin(); it != copies.end();) {
+      auto p = reinterpret_cast<uintptr_t>(std::get<0>(it->first));
+      it = p >= begin && p < end ? copies.erase(it) : std::next(it);
+    }
+  }
+
 private:
   using Key = std::tuple<const char *, int32_t, int64_t, int64_t, int64_t,
                          int64_t, int64_t, int64_t>;
@@ -717,3 +726,7 @@ int32_t linfuse_cpu_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
 }
 
 void linfuse::runtime::releaseWidenedWeights() { widenedWeights().clear(); }
+
+void linfuse::runtime::releaseWidenedWeights(uintptr_t begin, uintptr_t end) {
+  widenedWeights().clear(begin, end);
+}

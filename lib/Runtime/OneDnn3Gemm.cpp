@@ -591,7 +591,9 @@ void linfuse::runtime::oneDnn3ReorderedSources(ByteRanges &out) {
   packedWeights.sources(out);
 }
 
-void linfuse::runtime::forgetOneDnn3Copies(uintptr_t begin, uintptr_t end) {
-  packedWeights.forget(begin, end,
-                       [](v3::Handle m) { api()->memory_destroy(m); });
+void linfuse::runtime::forgetOneDnn3Copies(uintptr_t begin, uintptr_t end,
+                                           bool keepHandedOver) {
+  packedWeights.forget(
+      begin, end, [](v3::Handle m) { api()->memory_destroy(m); },
+      keepHandedOver);
 }

@@ -322,13 +322,16 @@ public:
     }
   }
 
-  /// Destroys the copies of weights that start in [begin, end).
+  /// Destroys the copies of weights that start in [begin, end) (with
+  /// `keepHandedOver`, not those of handed-over weights, as clear()).
   template <typename Destroy>
-  void forget(uintptr_t begin, uintptr_t end, Destroy &&destroy) {
+  void forget(uintptr_t begin, uintptr_t end, Destroy &&destroy,
+              bool keepHandedOver = false) {
     std::lock_guard<std::mutex> lock(mutex);
     for (auto it = weights.begin(); it != weights.end();) {
       auto p = reinterpret_cast<uintptr_t>(it->first.data);
-      if (p < begin || p >= end) {
+      if (p < begin || p >= end ||
+          (keepHandedOver && handedOver(it->first.data))) {
         ++it;
         continue;
       }

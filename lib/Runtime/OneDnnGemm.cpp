@@ -600,12 +600,24 @@ void linfuse_cpu_release_packed_weights(void) {
         [](dnnl_memory_t m) { dnnl()->dnnl_memory_destroy(m); });
 }
 
+void linfuse_cpu_release_packed_weights_in(const void *data, int64_t bytes) {
+  if (!data || bytes <= 0)
+    return;
+  auto begin = reinterpret_cast<uintptr_t>(data);
+  uintptr_t end = begin + uintptr_t(bytes);
+  forgetOneDnn3Copies(begin, end, /*keepHandedOver=*/true);
+  releaseWidenedWeights(begin, end);
+  forgetOneDnnCopies(begin, end, /*keepHandedOver=*/true);
+}
+
 void linfuse::runtime::oneDnnReorderedSources(ByteRanges &out) {
   packedWeights.sources(out);
 }
 
-void linfuse::runtime::forgetOneDnnCopies(uintptr_t begin, uintptr_t end) {
+void linfuse::runtime::forgetOneDnnCopies(uintptr_t begin, uintptr_t end,
+                                          bool keepHandedOver) {
   if (dnnl())
     packedWeights.forget(
-        begin, end, [](dnnl_memory_t m) { dnnl()->dnnl_memory_destroy(m); });
+        begin, end, [](dnnl_memory_t m) { dnnl()->dnnl_memory_destroy(m); },
+        keepHandedOver);
 }

@@ -61,6 +61,8 @@ void releaseOneDnn3PackedWeights();
 /// Frees the host fallback's widened f32 copies of constant f16/bf16
 /// weights (HostGemm.cpp; part of linfuse_cpu_release_packed_weights).
 void releaseWidenedWeights();
+/// Those of the weights that start in [begin, end).
+void releaseWidenedWeights(uintptr_t begin, uintptr_t end);
 
 } // namespace linfuse::runtime
 

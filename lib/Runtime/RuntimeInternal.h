@@ -59,8 +59,10 @@ void reorderedFrom(const void *data, size_t bytes);
 using ByteRanges = std::vector<std::pair<uintptr_t, uintptr_t>>;
 void oneDnnReorderedSources(ByteRanges &out);
 void oneDnn3ReorderedSources(ByteRanges &out);
-void forgetOneDnnCopies(uintptr_t begin, uintptr_t end);
-void forgetOneDnn3Copies(uintptr_t begin, uintptr_t end);
+void forgetOneDnnCopies(uintptr_t begin, uintptr_t end,
+                        bool keepHandedOver = false);
+void forgetOneDnn3Copies(uintptr_t begin, uintptr_t end,
+                         bool keepHandedOver = false);
 
 /// Called once a weight is read from a copy of its own (oneDNN's reordered
 /// layout): where its `bytes` at `data` lie in a weights file mapped by

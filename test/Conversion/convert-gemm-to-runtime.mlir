@@ -1,6 +1,7 @@
 // RUN: linfuse-opt %s -split-input-file --linfuse-convert-gemm-to-runtime | FileCheck %s
 // RUN: linfuse-opt %s -split-input-file --linfuse-convert-gemm-to-runtime=target=cuda | FileCheck %s --check-prefix=CUDA
 // RUN: linfuse-opt %s -split-input-file --linfuse-convert-gemm-to-runtime | %mlir-opt -split-input-file --verify-each -o /dev/null
+// RUN: linfuse-opt %s -split-input-file --linfuse-convert-gemm-to-runtime=release-on-pack=false | FileCheck %s --check-prefix=KEEP
 
 // Operands become unranked memrefs (a column slice of a wider buffer keeps
 // its strides: the runtime reads them); flags = transpose_b (2) | bias (4)
@@ -79,6 +80,15 @@ func.func @batched_bf16(%a: memref<2x4x8xbf16>, %b: memref<2x8x16xbf16>, %c: mem
 // CHECK:         call @linfuse_cpu_gemm_f32_f32(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[ACT]],
 // CUDA-LABEL: func.func @main__pack(
 // CUDA-NOT:     linfuse_cpu_release_packed_weights
+// With release-on-pack=false (the JIT, which drops the copies of the
+// ranges it packs itself) the packing function calls nothing, and the
+// GEMMs still mark their weights constant:
+// KEEP-NOT:     linfuse_cpu_release_packed_weights
+// KEEP-LABEL:   func.func @main__pack(
+// KEEP-NEXT:      return
+// KEEP-LABEL:   func.func @main(
+// KEEP:           %[[PACKED:.*]] = arith.constant 10 : i32
+// KEEP:           call @linfuse_cpu_gemm_f32_f32(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[PACKED]],
 memref.global "private" constant @w : memref<8x16xf32> = dense<1.0>
 func.func @main__pack(%w: memref<64x8xf32>) -> memref<64x8xf32> {
   return %w : memref<64x8xf32>

@@ -487,6 +487,54 @@ TEST_F(RuntimeTest, ReorderedWeightsAreReusedUntilReleased) {
   }
 }
 
+/// linfuse_cpu_release_packed_weights_in drops the copies of the weights
+/// that start in its range and keeps the others: two weights with copies,
+/// both changed in place, only the released one's new values are read. f32
+/// (oneDNN 2), bf16 (oneDNN 3; f16 where widened on the fallback, whose
+/// copies it drops too), at M = 16 (reordered) and M = 1.
+TEST_F(RuntimeTest, ReleasingARangeKeepsTheOtherCopies) {
+  const char *reorder = std::getenv("LINFUSE_REORDER_WEIGHTS");
+  if (reorder && std::string(reorder) == "0")
+    GTEST_SKIP() << "no copies with LINFUSE_REORDER_WEIGHTS=0";
+  for (linfuse_dtype type : {LINFUSE_F32, LINFUSE_BF16, LINFUSE_F16})
+    for (int64_t m : {16, 1}) {
+      if (type == LINFUSE_F32 && m == 1)
+        continue; // f32 reads one-row products from the plain values
+      SCOPED_TRACE("type " + std::to_string(type) + " m " + std::to_string(m));
+      int32_t flags = kTransB | LINFUSE_GEMM_CONSTANT_B;
+      Operands x = contiguousOperands(type, LINFUSE_F32, flags, m, 96, 64);
+      Operands y = contiguousOperands(type, LINFUSE_F32, flags, m, 96, 64);
+      Gemm g;
+      g.abType = type;
+      g.flags = flags;
+      runAndCheck(g, x.a, x.b, x.c);
+      runAndCheck(g, y.a, y.b, y.c);
+      const Tensor oldY = y.b;
+      x.b = randomized(std::move(x.b), 21); // same buffers, new values
+      y.b = randomized(std::move(y.b), 22);
+      linfuse_cpu_release_packed_weights_in(x.b.bytes.data(),
+                                            int64_t(x.b.bytes.size()));
+      linfuse_runtime_stats before, after;
+      linfuse_get_stats(&before);
+      runAndCheck(g, x.a, x.b, x.c); // x's new values
+      std::vector<double> stale = reference(g, y.a, oldY, y.c, nullptr);
+      ASSERT_EQ(LINFUSE_OK, g.run(y.a, y.b, y.c))
+          << linfuse_last_error_message();
+      linfuse_get_stats(&after);
+      // y still reads its copy (the old values): kept. (Where B is read in
+      // its plain layout, at one row on oneDNN, there is no copy to keep.)
+      bool copied = after.weight_reorders > before.weight_reorders ||
+                    after.fallback_gemm_calls > before.fallback_gemm_calls;
+      if (m > 1)
+        EXPECT_TRUE(copied) << "no copy at 16 rows: nothing tested";
+      if (copied)
+        expectClose(y.c, stale);
+      EXPECT_LE(after.weight_reorders - before.weight_reorders, 1)
+          << "only x's weight is reordered again";
+      linfuse_cpu_release_packed_weights();
+    }
+}
+
 /// LINFUSE_REORDER_ALWAYS: one-row products read the reordered copy too,
 /// so a caller may hand the plain values over. The first GEMM makes the
 /// copy and drops the whole pages of the plain values (they read as zeros

@@ -39,6 +39,11 @@ def ConvertGemmToRuntimePass : Pass<"linfuse-convert-gemm-to-runtime",
   let options = [
     Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
            "Runtime backend: cpu (CBLAS) or cuda (cuBLASLt)">,
+    Option<"releaseOnPack", "release-on-pack", "bool", /*default=*/"true",
+           "CPU: start each weight-packing function with "
+           "linfuse_cpu_release_packed_weights() (every reordered copy "
+           "dropped); off where the driver drops the copies of the ranges "
+           "it packs itself (the JIT)">,
   ];
 }
 

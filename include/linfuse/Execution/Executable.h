@@ -226,6 +226,12 @@ private:
                         llvm::ArrayRef<const Buffer *> weights,
                         ResultConsumer consume);
   void release(std::vector<Buffer> &buffers);
+  /// release() for buffers GEMMs may have read as constant weights (packed
+  /// ones, the weights themselves): on the CPU the host runtime's reordered
+  /// copies of them go first (linfuse_cpu_release_packed_weights_in).
+  void releaseWeights(std::vector<Buffer> &buffers);
+  /// Drops the host runtime's copies of weights in `buffers` (CPU only).
+  void forgetCopies(llvm::ArrayRef<const Buffer *> buffers) const;
 
   /// The compiled code, shared by instantiate()'s copies.
   struct Code {
@@ -238,6 +244,10 @@ private:
     /// generation (externalizeLargeConstants) and bound to their symbols;
     /// declared before the engine, which reads them, so they outlive it.
     std::vector<ExternalConstant> constants;
+    /// Whether constants stayed in the code (below the size taken out):
+    /// GEMMs may have read them as constant weights, at addresses the next
+    /// code's may reuse, so every reordered copy goes with this code.
+    bool embedsConstants = false;
     std::unique_ptr<ExecutionEngine> engine;
     ~Code();
   };

@@ -50,6 +50,11 @@ struct LowerOptions {
   /// the call with an error naming the op's location; off saves their cost
   /// (docs/Benchmarks.md) for callers that guarantee the shapes.
   bool runtimeChecks = true;
+  /// CPU: weight-packing functions start by dropping every reordered weight
+  /// copy of the host runtime (release-on-pack=true of the pipeline), as a
+  /// library's caller may pack anywhere; the JIT's Executable turns it off
+  /// and drops only the copies of the ranges it packs and frees.
+  bool releaseOnPack = true;
 };
 
 /// --linfuse-lower-to-cpu or --linfuse-lower-to-cuda (an error in builds

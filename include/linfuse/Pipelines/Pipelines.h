@@ -64,6 +64,12 @@ struct LowerToCPUPipelineOptions
       llvm::cl::desc("Run element-wise loops on the runtime's thread pool "
                      "(--linfuse-thread-parallel-loops); off: one thread"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> releaseOnPack{
+      *this, "release-on-pack",
+      llvm::cl::desc("Weight-packing functions start by dropping every "
+                     "reordered weight copy of the host runtime (off: the "
+                     "driver drops those of the ranges it packs)"),
+      llvm::cl::init(true)};
 };
 
 /// Optimized linalg-on-tensors -> LLVM dialect for the host: raise matmuls

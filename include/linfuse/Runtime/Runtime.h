@@ -179,6 +179,13 @@ LINFUSE_RUNTIME_EXPORT int32_t linfuse_check_argument_sizes(
  * of linfuse-run, the Python package and linfuse-compile's libraries do. */
 LINFUSE_RUNTIME_EXPORT void linfuse_cpu_release_packed_weights(void);
 
+/* The same for the weights that start in [data, data + bytes) only: the
+ * others keep their copies. For a caller that knows which memory it packs
+ * into or frees (the JIT's executables; linfuse-compile's packing functions
+ * call the function above). Handed-over weights keep theirs, as above. */
+LINFUSE_RUNTIME_EXPORT void
+linfuse_cpu_release_packed_weights_in(const void *data, int64_t bytes);
+
 /* Which constant weights (LINFUSE_GEMM_CONSTANT_B) the host backend reads
  * from a copy in oneDNN's own layout, made once per weight. */
 typedef enum linfuse_weight_reorder {

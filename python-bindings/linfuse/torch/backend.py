@@ -140,13 +140,15 @@ class CompiledGraph:
 
     def pack_weights(self, inputs: list) -> None:
         """Packs every partition's weights from the graph's inputs, before
-        the first call runs any GEMM. Each packing function drops the host
-        runtime's reordered weights (`linfuse_cpu_release_packed_weights`:
-        the only safe moment to, since packed buffers may be new memory at
-        old addresses), so partitions packing one after another during the
-        first call each dropped the copies the ones before had just made, and
-        the second call made them all again: 1.8 s for 4 LLaMA-7B-shaped
-        layers. Once per graph; later changes repack one partition."""
+        the first call runs any GEMM, once per graph; later changes repack
+        one partition. (Packing drops the host runtime's reordered copies
+        of the weights it packs, since packed buffers may be new memory at
+        old addresses. It used to drop every copy in the process, and
+        partitions packing one after another during the first call each
+        dropped the copies the ones before had just made: the second call
+        made them all again, 1.8 s for 4 LLaMA-7B-shaped layers. Since
+        packing drops only its own ranges, this only keeps the packing in
+        one place.)"""
         if self.packed:
             return
         for partition, positions in self.weight_inputs:
