@@ -73,11 +73,11 @@ enum {
   LINFUSE_GEMM_TRANSPOSE_B = 2,
   LINFUSE_GEMM_HAS_BIAS = 4,
   /* B is a weight: the same values at the same address on every call until
-   * linfuse_cpu_release_packed_weights (or linfuse_cpu_release_packed_weights_in
-   * over its address). The host backend then reorders it
-   * once into its GEMM library's preferred layout, or where no library
-   * kernel takes its type (f16 without AVX512-FP16) widens it once to f32,
-   * and keeps that copy (a second copy of the weight;
+   * linfuse_cpu_release_packed_weights (or
+   * linfuse_cpu_release_packed_weights_in over its address). The host backend
+   * then reorders it once into its GEMM library's preferred layout, or where no
+   * library kernel takes its type (f16 without AVX512-FP16) widens it once to
+   * f32, and keeps that copy (a second copy of the weight;
    * linfuse_cpu_set_weight_reorder says which products use one). */
   LINFUSE_GEMM_CONSTANT_B = 8,
 };
