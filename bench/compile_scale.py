@@ -210,9 +210,13 @@ def child(args) -> dict:
         out["stages"] = {k: round(v, 3) for k, v in compiled.timings.items()}
     out["compile_s"] = time.perf_counter() - start
     with torch.no_grad():
-        start = time.perf_counter()
+        start, usage = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
         got = run(compiled, x)
         out["first_call_s"] = time.perf_counter() - start
+        # Kernel time within it: on this VM mostly first-touch page faults
+        # (the reordered copies and merge blocks), which grow with depth.
+        out["first_call_sys_s"] = (resource.getrusage(resource.RUSAGE_SELF).ru_stime
+                                   - usage.ru_stime)
         if args.path == "backend":
             # Within the first call: linfuse's compilation of the graphs
             # Dynamo and AOT autograd traced, and the weights' packing.
@@ -350,6 +354,7 @@ def main() -> None:
             r = json.loads(proc.stdout.strip().splitlines()[-1])
             w = r["weight_bytes"]
             stages = ", ".join(f"{k} {v:.2f}" for k, v in r.get("stages", {}).items())
+            stages += f"; first call's system time {r['first_call_sys_s']:.2f}"
             print(f"| {path} | {layers} | {w / 1e6:.0f} MB | {r['compile_s']:.2f} s "
                   f"| {stages or '–'} | {r['first_call_s']:.2f} s "
                   f"| {r['second_call_s'] * 1e3:.1f} ms "
