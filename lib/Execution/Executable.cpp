@@ -177,9 +177,9 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
 
   if (options.progress)
     options.progress("lower");
-  // The executable drops the runtime's copies of the weights it packs and
-  // frees itself (pack(), releaseWeights()), so that packing one function
-  // keeps the others' reordered weights.
+  // The executable drops the runtime's copies of the packed weights it gets
+  // and frees itself (pack(), releasePacked()), so that packing one
+  // function keeps the others' reordered weights.
   LowerOptions lower = options.lower;
   lower.releaseOnPack = false;
   if (llvm::Error err =
@@ -241,12 +241,12 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
   // Large constants (embedded weights) stay data: bound by address below,
   // never emitted by LLVM.
   code.constants = externalizeLargeConstants(module, kMinExternalBytes);
-  module.walk([&](LLVM::GlobalOp global) {
-    // (Tensors; an assertion's message is a string.)
-    code.embedsConstants |=
-        global.getConstant() &&
-        isa_and_nonnull<ElementsAttr>(global.getValueOrNull());
-  });
+  // (Tensors; an assertion's message is a string.)
+  code.embedsConstants =
+      llvm::any_of(module.getOps<LLVM::GlobalOp>(), [](LLVM::GlobalOp g) {
+        return g.getConstant() &&
+               isa_and_nonnull<ElementsAttr>(g.getValueOrNull());
+      });
   if (options.report && !code.constants.empty()) {
     uint64_t bytes = 0;
     for (const ExternalConstant &c : code.constants)
@@ -399,7 +399,7 @@ void Executable::forgetCopies(llvm::ArrayRef<const Buffer *> buffers) const {
     linfuse_cpu_release_packed_weights_in(b->data, int64_t(b->spanBytes));
 }
 
-void Executable::releaseWeights(std::vector<Buffer> &buffers) {
+void Executable::releasePacked(std::vector<Buffer> &buffers) {
   forgetCopies(pointers(buffers));
   release(buffers);
 }
@@ -445,9 +445,9 @@ std::vector<std::pair<const void *, size_t>> Executable::handOverWeights(
 Executable::~Executable() {
   for (auto [data, bytes] : handedOver)
     linfuse_cpu_forget_weights(data, int64_t(bytes));
-  releaseWeights(packed);
-  releaseWeights(weightBuffers);
-  releaseWeights(inputBuffers);
+  releasePacked(packed);
+  release(weightBuffers);
+  release(inputBuffers);
 }
 
 size_t Executable::numActivations() const {
@@ -511,9 +511,9 @@ llvm::Error Executable::bind(std::vector<HostArray> newInputs) {
   if (newInputs.size() != args.size())
     return makeError("@" + entryName + " takes " + llvm::Twine(args.size()) +
                      " inputs, got " + llvm::Twine(newInputs.size()));
-  releaseWeights(packed);
-  releaseWeights(weightBuffers);
-  releaseWeights(inputBuffers);
+  releasePacked(packed);
+  release(weightBuffers);
+  release(inputBuffers);
   weightsPacked = false;
   inputs = std::move(newInputs);
   SmallVector<ArrayView> views =
@@ -534,11 +534,12 @@ llvm::Error Executable::bind(std::vector<HostArray> newInputs) {
 
 llvm::Error Executable::pack(llvm::ArrayRef<const Buffer *> weights,
                              std::vector<Buffer> &out) {
-  // The host runtime's copies of these weights, and of whatever was at the
-  // packed results' addresses before (memory freed since may be reused),
-  // are stale: dropped, and only those (the packing function does not drop
-  // every copy in the process, as a library's does; see LowerOptions).
-  forgetCopies(weights);
+  // GEMMs read constant weights only from packed results (and the code's
+  // constants): copies made from whatever was at their addresses before
+  // (memory freed since may be reused, a weight passed through may have
+  // changed in place) are stale. Dropped, and only those: the packing
+  // function does not drop every copy in the process, as a library's does
+  // (see LowerOptions).
   llvm::scope_exit forgetPacked([&] { forgetCopies(pointers(out)); });
   return call(
       packName, weights, packedTypes, [&](MutableArrayRef<RawResult> results) {
@@ -785,16 +786,16 @@ llvm::Error Executable::packWeights(llvm::ArrayRef<ArrayView> weights) {
   if (!err && !packName.empty())
     err = pack(pointers(newWeights), newPacked);
   if (err) {
-    releaseWeights(newPacked);
-    releaseWeights(newWeights);
+    releasePacked(newPacked);
+    release(newWeights);
     return err;
   }
   // The values handed over before are the caller's to replace now.
   for (auto [data, bytes] : handedOver)
     linfuse_cpu_forget_weights(data, int64_t(bytes));
   handedOver.clear();
-  releaseWeights(packed);
-  releaseWeights(weightBuffers);
+  releasePacked(packed);
+  release(weightBuffers);
   packed = std::move(newPacked);
   weightBuffers = std::move(newWeights);
   weightsPacked = true;
@@ -861,7 +862,7 @@ Executable::invoke(llvm::ArrayRef<ArrayView> in, const InvokeOptions &options) {
   // Buffers made for this call only (device copies; a one-off packing).
   std::vector<Buffer> uploaded, oneOffPacked;
   llvm::scope_exit cleanup([&] {
-    releaseWeights(oneOffPacked);
+    releasePacked(oneOffPacked);
     release(uploaded);
   });
   if (llvm::Error err = uploadAll(

@@ -226,10 +226,10 @@ private:
                         llvm::ArrayRef<const Buffer *> weights,
                         ResultConsumer consume);
   void release(std::vector<Buffer> &buffers);
-  /// release() for buffers GEMMs may have read as constant weights (packed
-  /// ones, the weights themselves): on the CPU the host runtime's reordered
-  /// copies of them go first (linfuse_cpu_release_packed_weights_in).
-  void releaseWeights(std::vector<Buffer> &buffers);
+  /// release() for packed weights, the only buffers GEMMs read as constant
+  /// weights: on the CPU the host runtime's reordered copies of them go
+  /// first (linfuse_cpu_release_packed_weights_in).
+  void releasePacked(std::vector<Buffer> &buffers);
   /// Drops the host runtime's copies of weights in `buffers` (CPU only).
   void forgetCopies(llvm::ArrayRef<const Buffer *> buffers) const;
 

@@ -53,7 +53,7 @@ struct LowerOptions {
   /// CPU: weight-packing functions start by dropping every reordered weight
   /// copy of the host runtime (release-on-pack=true of the pipeline), as a
   /// library's caller may pack anywhere; the JIT's Executable turns it off
-  /// and drops only the copies of the ranges it packs and frees.
+  /// and drops only the copies of the packed weights it gets and frees.
   bool releaseOnPack = true;
 };
 

@@ -19,6 +19,7 @@ import mmap
 import os
 import sys
 import time
+import weakref
 
 import torch
 
@@ -399,18 +400,8 @@ class WeightPacking:
             # A tensor of the set was freed: so is its packed copy.
             sets.pop(key, None)
 
-        self._sets[key] = (function, [_weak(w, forget) for w in weights])
+        self._sets[key] = (function, [weakref.ref(w, forget) for w in weights])
         return function
-
-
-def _weak(tensor: torch.Tensor, callback):
-    """A weak reference to `tensor`, or, for a tensor that takes none, a
-    strong one (its set then lives as long as the function)."""
-    import weakref
-    try:
-        return weakref.ref(tensor, callback)
-    except TypeError:
-        return lambda: tensor
 
 
 def release_in_partitions(gm: torch.fx.GraphModule, slots: list, info,
