@@ -57,7 +57,11 @@ constexpr int kQueryWeightsMd = 131;     // dnnl_query_weights_md
 inline void *allocate() { return reinterpret_cast<void *>(~size_t(0)); }
 constexpr int kRelu = 0x20, kGeluTanh = 0x2b, kSwish = 0x2c, kGeluErf = 0x31;
 constexpr int kQueryImplInfoStr = 8; // dnnl_query_impl_info_str
-constexpr int kBinaryAdd = 0x1fff0;  // dnnl_binary_add
+// Memory descriptor queries (dnnl_query_t) and dnnl_blocked.
+constexpr int kQueryStrides = 14, kQuerySubmemoryOffset = 259,
+              kQueryFormatKind = 262;
+constexpr int kFormatBlocked = 2;
+constexpr int kBinaryAdd = 0x1fff0; // dnnl_binary_add
 /// DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1: the first post-op's
 /// second operand.
 constexpr int kArgPostOp0Src1 = 32770;
@@ -103,6 +107,8 @@ struct Api {
                                          const int64_t *dims,
                                          const int64_t *offsets);
   int (*memory_desc_equal)(Handle, Handle);
+  Status (*memory_desc_query)(Handle, int what, void *result);
+  size_t (*memory_desc_get_size)(Handle);
   Status (*reorder_primitive_desc_create)(Handle *, Handle src,
                                           Handle srcEngine, Handle dst,
                                           Handle dstEngine, Handle attr);
@@ -167,6 +173,8 @@ const v3::Api *api() {
     load(a->memory_desc_destroy, "dnnl_memory_desc_destroy");
     load(a->memory_desc_create_submemory, "dnnl_memory_desc_create_submemory");
     load(a->memory_desc_equal, "dnnl_memory_desc_equal");
+    load(a->memory_desc_query, "dnnl_memory_desc_query");
+    load(a->memory_desc_get_size, "dnnl_memory_desc_get_size");
     load(a->reorder_primitive_desc_create,
          "dnnl_reorder_primitive_desc_create");
     if (!ok || a->engine_create(&a->engine, v3::kCpuEngine, 0) != v3::kSuccess)
@@ -404,6 +412,82 @@ v3::Handle reorderInto(v3::Handle fromDesc, void *from, v3::Handle to,
   return dst;
 }
 
+/// oneDNN 3 for InPlace::reorder.
+struct InPlaceApi {
+  using Memory = v3::Handle;
+  struct Reorder {
+    v3::Handle from = nullptr, into = nullptr, primitive = nullptr;
+    bool ok = false;
+  };
+  const v3::Api *d;
+  v3::Handle s;
+  const int64_t *strides(v3::Handle to) {
+    int format = 0;
+    const int64_t *strides = nullptr;
+    if (d->memory_desc_query(to, v3::kQueryFormatKind, &format) !=
+            v3::kSuccess ||
+        format != v3::kFormatBlocked ||
+        d->memory_desc_query(to, v3::kQueryStrides, &strides) != v3::kSuccess)
+      return nullptr;
+    return strides;
+  }
+  size_t bytes(v3::Handle to) { return d->memory_desc_get_size(to); }
+  int64_t offset(v3::Handle to, const int64_t *part, const int64_t *offsets) {
+    v3::Handle sub = nullptr;
+    int64_t offset = -1;
+    if (d->memory_desc_create_submemory(&sub, to, part, offsets) !=
+            v3::kSuccess ||
+        d->memory_desc_query(sub, v3::kQuerySubmemoryOffset, &offset) !=
+            v3::kSuccess)
+      offset = -1;
+    if (sub)
+      d->memory_desc_destroy(sub);
+    return offset;
+  }
+  Reorder reorder(const int64_t *part, const int64_t *plainStrides,
+                  v3::Handle to, int32_t type) {
+    Reorder r;
+    int64_t zero[2] = {0, 0};
+    v3::Handle rpd = nullptr;
+    r.ok =
+        d->memory_desc_create_with_strides(&r.from, 2, part, typeOf(type),
+                                           plainStrides) == v3::kSuccess &&
+        d->memory_desc_create_submemory(&r.into, to, part, zero) ==
+            v3::kSuccess &&
+        d->reorder_primitive_desc_create(&rpd, r.from, d->engine, r.into,
+                                         d->engine, nullptr) == v3::kSuccess &&
+        d->primitive_create(&r.primitive, rpd) == v3::kSuccess;
+    if (rpd)
+      d->primitive_desc_destroy(rpd);
+    return r;
+  }
+  bool run(Reorder &r, void *source, void *destination) {
+    v3::Handle src = nullptr, dst = nullptr;
+    bool ok =
+        d->memory_create(&src, r.from, d->engine, source) == v3::kSuccess &&
+        d->memory_create(&dst, r.into, d->engine, destination) == v3::kSuccess;
+    v3::ExecArg args[2] = {{v3::kArgFrom, src}, {v3::kArgTo, dst}};
+    ok = ok && d->primitive_execute(r.primitive, s, 2, args) == v3::kSuccess &&
+         d->stream_wait(s) == v3::kSuccess;
+    for (v3::Handle m : {src, dst})
+      if (m)
+        d->memory_destroy(m);
+    return ok;
+  }
+  void destroy(Reorder &r) {
+    if (r.primitive)
+      d->primitive_destroy(r.primitive);
+    for (v3::Handle md : {r.from, r.into})
+      if (md)
+        d->memory_desc_destroy(md);
+  }
+  v3::Handle wrap(v3::Handle to, void *data) {
+    v3::Handle m = nullptr;
+    return d->memory_create(&m, to, d->engine, data) == v3::kSuccess ? m
+                                                                     : nullptr;
+  }
+};
+
 /// A handed-over plain weight `data` (B as `b` describes it) reordered
 /// into a new memory of layout `to` slice by slice (Slicing), each slice's
 /// pages dropped once copied; null (nothing dropped) where slicing does not
@@ -489,10 +573,18 @@ v3::Handle packedWeight(const Key &key, const Entry &entry, void *data,
   return packedWeights.find(
       data, key.ops.b, key.abType, entry.packedB, same,
       [&](const Copies::Copy *from) -> v3::Handle {
-        if (!from && handedOver(data))
+        if (!from && handedOver(data)) {
+          bool changed = false;
+          InPlaceApi inPlace{api(), s};
+          if (v3::Handle m = InPlace::reorder(inPlace, key.ops.b, key.abType,
+                                              data, entry.packedB, changed))
+            return m;
+          if (changed)
+            return nullptr; // neither layout is whole: no copy
           if (v3::Handle m = reorderInSlices(key.ops.b, key.abType, data,
                                              entry.packedB, s))
             return m;
+        }
         if (!from)
           return reorderInto(entry.b, data, entry.packedB, entry.reorderB, s);
         void *handle = nullptr;

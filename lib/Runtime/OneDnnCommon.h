@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 namespace linfuse::runtime {
@@ -222,7 +223,10 @@ struct Slicing {
   int64_t step = 0;
   int64_t sliceBytes = 0; // one row (dim 0) or column (dim 1), in bytes
 
-  static Slicing of(const Layout &b, int64_t elementBytes) {
+  /// Slices of about `target` bytes; a weight of one such slice: `step` 0,
+  /// or with `whole`, one piece.
+  static Slicing of(const Layout &b, int64_t elementBytes,
+                    int64_t target = kSliceBytes, bool whole = false) {
     int64_t dims[2] = {b.dims[1], b.dims[2]};
     int64_t strides[2] = {b.strides[1], b.strides[2]};
     Slicing s;
@@ -231,9 +235,12 @@ struct Slicing {
     if (b.dims[0] != 1 || strides[other] != 1 || strides[s.dim] != dims[other])
       return {};
     s.sliceBytes = dims[other] * elementBytes;
-    s.step = std::max<int64_t>(64, kSliceBytes / s.sliceBytes / 64 * 64);
-    if (s.step >= dims[s.dim])
-      return {};
+    s.step = std::max<int64_t>(64, target / s.sliceBytes / 64 * 64);
+    if (s.step >= dims[s.dim]) {
+      if (!whole || dims[s.dim] <= 0)
+        return {};
+      s.step = dims[s.dim];
+    }
     return s;
   }
 
@@ -258,6 +265,127 @@ struct Slicing {
       out.push_back(p);
     }
     return out;
+  }
+};
+
+/// Reordering a handed-over weight over its own bytes: each slice of its
+/// plain values is reordered into a scratch buffer small enough to stay in
+/// cache and copied back over the same bytes, so the copy takes no memory
+/// of its own and the first call touches no new pages (on the VMs measured
+/// a page's first touch costs ~2 us: new memory fills at ~2 GB/s, which
+/// made most of a 7B model's first call). It applies where oneDNN's layout
+/// `to` lays every slice over exactly the bytes its plain values take: the
+/// layout is as large as the dense plain weight (no padding) and its outer
+/// stride along the sliced dimension is its largest (whole slices follow
+/// one another), which each slice's offset in `to` then confirms. Each
+/// slice goes through a submemory of `to` at offset 0 (a dense layout
+/// sliced along its outermost dimension is the same at any block-aligned
+/// offset): one reorder primitive serves every slice of the same size.
+struct InPlace {
+  static constexpr int64_t kSliceBytes = 2 << 20;
+
+  /// The slicing, or one with `step` 0 where the plain weight is not dense.
+  static Slicing slicing(const Layout &b, int64_t elementBytes) {
+    return Slicing::of(b, elementBytes, kSliceBytes, /*whole=*/true);
+  }
+
+  /// Whether `to` (`toBytes` large, outer strides `toStrides` of the 2-d
+  /// B's dimensions, in elements) lays each of `pieces` (slices of the
+  /// dense B at `data`) at the same bytes: `offsetOf(piece)` is the
+  /// element offset of the piece's submemory in `to`, or -1 if there is
+  /// none.
+  template <typename OffsetOf>
+  static bool sameBytes(const Slicing &s,
+                        const std::vector<Slicing::Piece> &pieces, void *data,
+                        int64_t elementBytes, size_t toBytes,
+                        const int64_t toStrides[2], OffsetOf &&offsetOf) {
+    if (!s.step || pieces.empty() || toStrides[s.dim] <= toStrides[1 - s.dim])
+      return false;
+    int64_t plainBytes = 0;
+    for (const Slicing::Piece &p : pieces)
+      plainBytes += p.bytes;
+    if (toBytes != size_t(plainBytes))
+      return false;
+    for (const Slicing::Piece &p : pieces) {
+      int64_t offset = offsetOf(p);
+      if (offset < 0 || offset * elementBytes != p.source - (char *)data)
+        return false;
+    }
+    return true;
+  }
+
+  /// The bytes of the largest piece (the scratch buffer's size).
+  static int64_t largest(const std::vector<Slicing::Piece> &pieces) {
+    int64_t most = 0;
+    for (const Slicing::Piece &p : pieces)
+      most = std::max(most, p.bytes);
+    return most;
+  }
+
+  /// The handed-over plain weight `data` (B as `b` describes it)
+  /// reordered over its own bytes into layout `to`: a memory at `data`, or
+  /// null where that does not apply or fails. `changed`: whether any bytes
+  /// were written (a failure after that leaves neither layout whole).
+  /// `Api` is either oneDNN's, providing
+  ///   const int64_t *strides(to): a blocked layout's outer strides, or null;
+  ///   size_t bytes(to);
+  ///   int64_t offset(to, part, offsets): a submemory's offset in elements,
+  ///     or -1;
+  ///   Reorder reorder(part, plainStrides, to, type): a reorder from a
+  ///     plain slice of sizes `part` into `to`'s slice at offset 0 (its
+  ///     `ok` says whether it was made);
+  ///   bool run(Reorder &, source, destination); void destroy(Reorder &);
+  ///   Memory wrap(to, data): a memory object over `data`, or null.
+  template <typename Api, typename Desc>
+  static typename Api::Memory reorder(Api &api, const Layout &b, int32_t type,
+                                      void *data, const Desc &to,
+                                      bool &changed) {
+    using Reorder = typename Api::Reorder;
+    changed = false;
+    int64_t elt = dtypeBytes(type);
+    Slicing s = slicing(b, elt);
+    if (!s.step)
+      return {};
+    std::vector<Slicing::Piece> pieces = s.pieces(b, data);
+    const int64_t *toStrides = api.strides(to);
+    size_t toBytes = api.bytes(to);
+    auto offsetOf = [&](const Slicing::Piece &p) {
+      return api.offset(to, p.part, p.offsets);
+    };
+    if (!toStrides || !mayOverwrite(data, toBytes) ||
+        !sameBytes(s, pieces, data, elt, toBytes, toStrides, offsetOf))
+      return {};
+    // One reorder per slice size: all pieces but the last share one.
+    int64_t plainStrides[2] = {b.strides[1], b.strides[2]};
+    std::vector<std::pair<std::array<int64_t, 2>, Reorder>> reorders;
+    auto reorderFor = [&](const Slicing::Piece &p) -> Reorder & {
+      std::array<int64_t, 2> part = {p.part[0], p.part[1]};
+      for (auto &[size, r] : reorders)
+        if (size == part)
+          return r;
+      reorders.emplace_back(part, api.reorder(p.part, plainStrides, to, type));
+      return reorders.back().second;
+    };
+    bool ok = true;
+    for (const Slicing::Piece &p : pieces)
+      ok = ok && reorderFor(p).ok;
+    std::unique_ptr<char, decltype(&std::free)> scratch(
+        static_cast<char *>(
+            std::aligned_alloc(64, size_t(largest(pieces) + 63) / 64 * 64)),
+        std::free);
+    ok = ok && scratch;
+    for (const Slicing::Piece &p : pieces) {
+      if (!(ok = ok && api.run(reorderFor(p), p.source, scratch.get())))
+        break;
+      // This slice's plain values were read; the next slices' stay.
+      std::memcpy(p.source, scratch.get(), size_t(p.bytes));
+      changed = true;
+    }
+    for (auto &[size, r] : reorders)
+      api.destroy(r);
+    if (changed)
+      overwritten(data, toBytes);
+    return ok ? api.wrap(to, data) : typename Api::Memory();
   }
 };
 

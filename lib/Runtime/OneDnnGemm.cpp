@@ -74,6 +74,7 @@ namespace {
   X(dnnl_memory_desc_init_by_tag)                                              \
   X(dnnl_memory_desc_init_submemory)                                           \
   X(dnnl_memory_desc_equal)                                                    \
+  X(dnnl_memory_desc_get_size)                                                 \
   X(dnnl_primitive_desc_query_md)                                              \
   X(dnnl_reorder_primitive_desc_create)
 
@@ -429,6 +430,77 @@ dnnl_memory_t reorderInto(const dnnl_memory_desc_t &fromDesc, void *from,
   return dst;
 }
 
+/// oneDNN 2 for InPlace::reorder.
+struct InPlaceApi {
+  using Memory = dnnl_memory_t;
+  struct Reorder {
+    dnnl_memory_desc_t from, into;
+    dnnl_primitive_t primitive = nullptr;
+    bool ok = false;
+  };
+  dnnl_stream_t s;
+  const int64_t *strides(const dnnl_memory_desc_t &to) {
+    return to.format_kind == dnnl_blocked ? to.format_desc.blocking.strides
+                                          : nullptr;
+  }
+  size_t bytes(const dnnl_memory_desc_t &to) {
+    return dnnl()->dnnl_memory_desc_get_size(&to);
+  }
+  int64_t offset(const dnnl_memory_desc_t &to, const int64_t *part,
+                 const int64_t *offsets) {
+    dnnl_memory_desc_t sub;
+    dnnl_dims_t dims = {part[0], part[1]}, at = {offsets[0], offsets[1]};
+    return dnnl()->dnnl_memory_desc_init_submemory(&sub, &to, dims, at) ==
+                   dnnl_success
+               ? sub.offset0
+               : -1;
+  }
+  Reorder reorder(const int64_t *part, const int64_t *plainStrides,
+                  const dnnl_memory_desc_t &to, int32_t type) {
+    Reorder r;
+    dnnl_dims_t dims = {part[0], part[1]}, zero = {0, 0};
+    dnnl_dims_t strides = {plainStrides[0], plainStrides[1]};
+    dnnl_primitive_desc_t rpd = nullptr;
+    r.ok = dnnl()->dnnl_memory_desc_init_by_strides(
+               &r.from, 2, dims, dnnlType(type), strides) == dnnl_success &&
+           dnnl()->dnnl_memory_desc_init_submemory(&r.into, &to, dims, zero) ==
+               dnnl_success &&
+           dnnl()->dnnl_reorder_primitive_desc_create(
+               &rpd, &r.from, engine(), &r.into, engine(), nullptr) ==
+               dnnl_success &&
+           dnnl()->dnnl_primitive_create(&r.primitive, rpd) == dnnl_success;
+    if (rpd)
+      dnnl()->dnnl_primitive_desc_destroy(rpd);
+    return r;
+  }
+  bool run(Reorder &r, void *source, void *destination) {
+    dnnl_memory_t src = nullptr, dst = nullptr;
+    bool ok = dnnl()->dnnl_memory_create(&src, &r.from, engine(), source) ==
+                  dnnl_success &&
+              dnnl()->dnnl_memory_create(&dst, &r.into, engine(),
+                                         destination) == dnnl_success;
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}};
+    ok = ok &&
+         dnnl()->dnnl_primitive_execute(r.primitive, s, 2, args) ==
+             dnnl_success &&
+         dnnl()->dnnl_stream_wait(s) == dnnl_success;
+    for (dnnl_memory_t m : {src, dst})
+      if (m)
+        dnnl()->dnnl_memory_destroy(m);
+    return ok;
+  }
+  void destroy(Reorder &r) {
+    if (r.primitive)
+      dnnl()->dnnl_primitive_destroy(r.primitive);
+  }
+  dnnl_memory_t wrap(const dnnl_memory_desc_t &to, void *data) {
+    dnnl_memory_t m = nullptr;
+    return dnnl()->dnnl_memory_create(&m, &to, engine(), data) == dnnl_success
+               ? m
+               : nullptr;
+  }
+};
+
 /// A handed-over plain weight `data` (B as `b` describes it) reordered
 /// into a new memory of layout `to` slice by slice (Slicing), each slice's
 /// pages dropped once copied; null (nothing dropped) where slicing does not
@@ -512,10 +584,18 @@ dnnl_memory_t packedWeight(const Key &key, const Entry &entry, void *data,
   return packedWeights.find(
       data, key.ops.b, key.abType, entry.packedB, same,
       [&](const Copies::Copy *from) -> dnnl_memory_t {
-        if (!from && handedOver(data))
+        if (!from && handedOver(data)) {
+          bool changed = false;
+          InPlaceApi inPlace{s};
+          if (dnnl_memory_t m = InPlace::reorder(inPlace, key.ops.b, key.abType,
+                                                 data, entry.packedB, changed))
+            return m;
+          if (changed)
+            return nullptr; // neither layout is whole: no copy
           if (dnnl_memory_t m = reorderInSlices(key.ops.b, key.abType, data,
                                                 entry.packedB, s))
             return m;
+        }
         if (!from)
           return reorderInto(entry.b, data, entry.packedB, entry.reorderB, s);
         void *handle = nullptr;

@@ -52,6 +52,17 @@ bool plainValuesGone(const void *data, size_t bytes);
 /// then recorded as gone).
 void reorderedFrom(const void *data, size_t bytes);
 
+/// Whether every byte of [data, data + bytes) was handed over, so that the
+/// runtime may write its reordered copy over the plain values there
+/// (OneDnnCommon.h's InPlace) instead of into new memory.
+bool mayOverwrite(const void *data, size_t bytes);
+
+/// Called once [data, data + bytes), handed over, holds a reordered copy
+/// written over its plain values (or, after a failure, part of one): the
+/// plain values are recorded as gone and the pages stay (reorderedFrom
+/// leaves them).
+void overwritten(const void *data, size_t bytes);
+
 /// The source ranges [begin, end) of the weights oneDNN 2 and 3 keep
 /// reordered copies of, appended to `out` (OneDnnGemm.cpp,
 /// OneDnn3Gemm.cpp), and their copies made from weights in [begin, end)

@@ -39,10 +39,11 @@ std::atomic<int32_t> &mode() {
   return m;
 }
 
-/// Handed-over ranges [begin, end), and the whole pages in them whose
-/// values were dropped once reordered.
+/// Handed-over ranges [begin, end), the parts of them whose plain values
+/// are gone (whole pages dropped once reordered, or ranges overwritten by
+/// their copy), and of those the ones overwritten, whose pages stay.
 std::mutex handedMutex;
-ByteRanges handed, dropped; // guarded by handedMutex
+ByteRanges handed, dropped, overwrittenRanges; // guarded by handedMutex
 
 bool overlapsAny(const ByteRanges &ranges, uintptr_t begin, uintptr_t end) {
   for (auto [b, e] : ranges)
@@ -91,10 +92,25 @@ void linfuse::runtime::reorderedFrom(const void *data, size_t bytes) {
   uintptr_t first = (p + page - 1) / page * page;
   uintptr_t last = (p + bytes) / page * page;
   std::lock_guard<std::mutex> lock(handedMutex);
-  if (last <= first || !covers(handed, first, last))
+  if (last <= first || !covers(handed, first, last) ||
+      overlapsAny(overwrittenRanges, first, last))
     return;
   madvise(reinterpret_cast<void *>(first), last - first, MADV_DONTNEED);
   dropped.push_back({first, last});
+}
+
+bool linfuse::runtime::mayOverwrite(const void *data, size_t bytes) {
+  auto p = reinterpret_cast<uintptr_t>(data);
+  std::lock_guard<std::mutex> lock(handedMutex);
+  return bytes > 0 && covers(handed, p, p + bytes) &&
+         !overlapsAny(dropped, p, p + bytes);
+}
+
+void linfuse::runtime::overwritten(const void *data, size_t bytes) {
+  auto p = reinterpret_cast<uintptr_t>(data);
+  std::lock_guard<std::mutex> lock(handedMutex);
+  dropped.push_back({p, p + bytes});
+  overwrittenRanges.push_back({p, p + bytes});
 }
 
 int32_t linfuse_cpu_set_weight_reorder(int32_t m) {
@@ -133,7 +149,7 @@ void linfuse_cpu_forget_weights(const void *data, int64_t bytes) {
   uintptr_t end = begin + uintptr_t(bytes);
   {
     std::lock_guard<std::mutex> lock(handedMutex);
-    for (ByteRanges *ranges : {&handed, &dropped})
+    for (ByteRanges *ranges : {&handed, &dropped, &overwrittenRanges})
       ranges->erase(std::remove_if(ranges->begin(), ranges->end(),
                                    [&](const auto &r) {
                                      return r.first >= begin && r.second <= end;

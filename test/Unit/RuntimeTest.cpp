@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace {
@@ -536,14 +537,16 @@ TEST_F(RuntimeTest, ReleasingARangeKeepsTheOtherCopies) {
 }
 
 /// LINFUSE_REORDER_ALWAYS: one-row products read the reordered copy too,
-/// so a caller may hand the plain values over. The first GEMM makes the
-/// copy and drops the whole pages of the plain values (they read as zeros
+/// so a caller may hand the plain values over. Where oneDNN's layout takes
+/// more bytes than the plain values (dimensions that are not multiples of
+/// its blocks: here N), the first GEMM makes the copy in new memory and
+/// drops the whole pages of the plain values (they read as zeros
 /// then); every M is served from the copy after that (the plain buffer
 /// holds other values: a read of it would show), the copy survives
 /// linfuse_cpu_release_packed_weights, and a product no copy serves (a
 /// batched one) fails with a message instead of reading the dropped
 /// values. f32 (oneDNN 2) and bf16 (3), first at one row and at 16 (the
-/// big weight: one row); a small weight, and one of 33 and 66 MB that is
+/// big weight: one row); a small weight, and one of 33 and 67 MB that is
 /// reordered (and dropped) in 2 or 3 slices (Slicing::kSliceBytes).
 TEST_F(RuntimeTest, HandedOverWeightsAreReadOnlyFromTheirCopies) {
   int32_t before = linfuse_cpu_set_weight_reorder(LINFUSE_REORDER_ALWAYS);
@@ -558,7 +561,7 @@ TEST_F(RuntimeTest, HandedOverWeightsAreReadOnlyFromTheirCopies) {
     int64_t n, k;
     std::vector<int64_t> firstRows; // the big one: one row only (time)
   };
-  for (const Shape &shape : {Shape{192, 64, {1, 16}}, Shape{16448, 1024, {1}}})
+  for (const Shape &shape : {Shape{200, 64, {1, 16}}, Shape{16400, 1024, {1}}})
     for (linfuse_dtype type : {LINFUSE_F32, LINFUSE_BF16})
       for (int64_t first : shape.firstRows) {
         SCOPED_TRACE("type " + std::to_string(type) + " first m " +
@@ -627,6 +630,113 @@ TEST_F(RuntimeTest, HandedOverWeightsAreReadOnlyFromTheirCopies) {
         EXPECT_NE(nullptr,
                   std::strstr(linfuse_last_error_message(), "handed over"))
             << linfuse_last_error_message();
+        linfuse_clear_error();
+        linfuse_cpu_forget_weights(w, bytes);
+        EXPECT_EQ(0, linfuse_cpu_weights_reordered(w, bytes));
+      }
+  linfuse_cpu_set_weight_reorder(before);
+}
+
+/// Page faults this process has taken without I/O (first touches).
+long minorFaults() {
+  rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
+
+/// Where oneDNN's layout takes exactly the plain values' bytes (N and K
+/// multiples of its blocks) and a handed-over weight is sliced along the
+/// layout's outermost dimension, the copy is written over the plain values
+/// (InPlace): no new memory (the first GEMM on a 67 MB weight touches
+/// fewer new pages than half of it: a copy in new memory would touch all
+/// of them, at ~2 us each on the VMs measured), the buffer holds
+/// other bytes than the plain values but not the zeros of dropped pages,
+/// and every M, before and after linfuse_cpu_release_packed_weights, reads
+/// it correctly. A range handed over short of the weight's last byte is
+/// not overwritten (the copy goes to new memory and whole pages are
+/// dropped, as above). f32 (oneDNN 2) and bf16 (3); a weight of one slice
+/// (InPlace::kSliceBytes) and one of many.
+TEST_F(RuntimeTest, HandedOverWeightsAreReorderedInPlace) {
+  int32_t before = linfuse_cpu_set_weight_reorder(LINFUSE_REORDER_ALWAYS);
+  ASSERT_GE(before, 0);
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  struct Shape {
+    int64_t n, k, first;
+  };
+  for (const Shape &shape :
+       {Shape{192, 64, 16}, Shape{192, 64, 1}, Shape{16448, 1024, 1}})
+    for (linfuse_dtype type : {LINFUSE_F32, LINFUSE_BF16})
+      for (bool whole : {true, false}) {
+        SCOPED_TRACE("type " + std::to_string(type) + " first m " +
+                     std::to_string(shape.first) + " n " +
+                     std::to_string(shape.n) + (whole ? "" : " short"));
+        const int64_t n = shape.n, k = shape.k;
+        bool big = n > 1000;
+        if (!whole && !big)
+          continue;
+        int32_t flags = kTransB | LINFUSE_GEMM_CONSTANT_B;
+        Operands ops =
+            contiguousOperands(type, LINFUSE_F32, flags, shape.first, n, k);
+        Gemm g;
+        g.abType = type;
+        g.flags = flags;
+        uint8_t *w = ops.b.bytes.data();
+        int64_t bytes = int64_t(ops.b.bytes.size());
+        const Tensor original = ops.b;
+        ASSERT_EQ(LINFUSE_OK,
+                  linfuse_cpu_hand_over_weights(w, whole ? bytes : bytes - 1));
+        std::vector<double> want =
+            reference(g, ops.a, original, ops.c, nullptr);
+        long faults = minorFaults();
+        ASSERT_EQ(LINFUSE_OK, g.run(ops.a, ops.b, ops.c))
+            << linfuse_last_error_message();
+        faults = minorFaults() - faults;
+        expectClose(ops.c, want);
+        ASSERT_EQ(1, linfuse_cpu_weights_reordered(w, bytes));
+        size_t firstPage =
+            (reinterpret_cast<uintptr_t>(w) + page - 1) / page * page -
+            reinterpret_cast<uintptr_t>(w);
+        bool zeros = std::vector<uint8_t>(page, 0) ==
+                     std::vector<uint8_t>(w + firstPage, w + firstPage + page);
+        if (!whole) {
+          EXPECT_TRUE(zeros) << "the short range was overwritten";
+          EXPECT_GT(faults, bytes / long(page) / 2)
+              << "a copy in new memory touches its pages";
+        } else {
+          EXPECT_FALSE(zeros) << "pages dropped: not reordered in place";
+          EXPECT_NE(original.bytes, ops.b.bytes)
+              << "the plain values are still there";
+          if (big)
+            EXPECT_LT(faults, bytes / long(page) / 2)
+                << "the first GEMM touched " << faults << " new pages";
+        }
+        for (bool release : {false, true}) {
+          if (release)
+            linfuse_cpu_release_packed_weights();
+          for (int64_t m : {1, 3, 16, 40}) {
+            if (big && m > 16)
+              continue; // the double-precision reference takes long
+            SCOPED_TRACE("m " + std::to_string(m));
+            Tensor a = randomized(Tensor::contiguous(type, {m, k}), 11);
+            Tensor c = Tensor::contiguous(LINFUSE_F32, {m, n});
+            std::vector<double> expected =
+                reference(g, a, original, c, nullptr);
+            ASSERT_EQ(LINFUSE_OK, g.run(a, ops.b, c))
+                << linfuse_last_error_message();
+            expectClose(c, expected);
+          }
+        }
+        // B broadcast over a batch at the handed-over address: no copy
+        // serves it, and the values there are not the plain ones.
+        Tensor a3 = randomized(Tensor::contiguous(type, {2, 4, k}), 12);
+        Tensor b3(type, {2, n, k}, {0, k, 1});
+        auto *view = static_cast<Descriptor *>(b3.desc());
+        view->allocated = view->aligned = w;
+        Tensor c3 = Tensor::contiguous(LINFUSE_F32, {2, 4, n});
+        EXPECT_EQ(LINFUSE_ERROR_INVALID_ARGUMENT,
+                  linfuse_cpu_gemm(3, a3.desc(), 3, view, 3, c3.desc(), 3,
+                                   c3.desc(), type, LINFUSE_F32, flags,
+                                   LINFUSE_EPILOGUE_NONE, 1.0f, 0.0f));
         linfuse_clear_error();
         linfuse_cpu_forget_weights(w, bytes);
         EXPECT_EQ(0, linfuse_cpu_weights_reordered(w, bytes));
