@@ -188,11 +188,12 @@ class Function:
         `set_weight_reorder("always")`: hands the packed weights that this
         function reads only as GEMM weights, and that lie in the weights
         passed (not copies packing made) within one of the `within`
-        (address, bytes) ranges, over to the runtime: as soon as oneDNN has
-        reordered one, its pages leave memory (reading as zeros), and the
-        reordered copy is the only one. The caller must keep those addresses
-        reserved (mapped, not reused) while the function lives, and must not
-        read the values again. Returns every (address, bytes) range handed
+        (address, bytes) ranges, over to the runtime: oneDNN's reordered
+        copy of each is written over its bytes where its layout takes exactly
+        those, else made elsewhere and the plain values' pages leave memory
+        (reading as zeros); either way the copy is the only one. The caller
+        must keep those addresses reserved (mapped, not reused) while the
+        function lives, and must neither read nor write the values again. Returns every (address, bytes) range handed
         over. CPU only ([] elsewhere)."""
         return [tuple(r) for r in self._native.hand_over_weights(list(within))]
 

@@ -213,11 +213,14 @@ LINFUSE_RUNTIME_EXPORT int32_t linfuse_cpu_get_weight_reorder(void);
 LINFUSE_RUNTIME_EXPORT int32_t linfuse_cpu_weights_reordered(const void *data,
                                                              int64_t bytes);
 
-/* Hands the plain values at [data, data + bytes), memory of the caller's
- * that only GEMMs read (as constant B), over to the runtime: as soon as a
- * weight there has its reordered copy, its whole pages are returned to the
- * system (madvise MADV_DONTNEED: private anonymous memory then reads as
- * zeros), so that memory holds one copy of the weights. GEMMs there read
+/* Hands the plain values at [data, data + bytes), writable memory of the
+ * caller's that only GEMMs read (as constant B), over to the runtime, so
+ * that memory holds one copy of the weights: a weight there whose reordered
+ * layout takes exactly its bytes has its copy written over its plain values
+ * (no new memory); any other, once its copy exists elsewhere, has its whole
+ * pages returned to the system (madvise MADV_DONTNEED: private anonymous
+ * memory then reads as zeros). The caller neither reads nor writes the
+ * range until linfuse_cpu_forget_weights. GEMMs there read
  * only the copies (use LINFUSE_REORDER_ALWAYS, or one-row products would
  * need the plain values); one that would need dropped values fails with
  * LINFUSE_ERROR_INVALID_ARGUMENT instead of reading them. The copies

@@ -275,9 +275,11 @@ def release_weights(function: "linfuse.Function", weights: list,
     mapped, so the runtime's copies keep their addresses). `releasable`
     (one flag per weight; default: all) excludes those something else
     reads too (PyTorch, in a partitioned graph): a packed weight is handed
-    over only if it lies within releasable ones. Their pages leave memory
-    as oneDNN reorders them, so each such tensor becomes an empty one now
-    (`tensor.data`): a later use fails instead of reading zeros. Returns
+    over only if it lies within releasable ones. Their values are replaced
+    by oneDNN's reordered copy (written over them, or made elsewhere and
+    their pages dropped) on the first call, so each such tensor becomes an
+    empty one now (`tensor.data`): a later use fails instead of reading
+    other values. Returns
     the bytes handed over."""
     blocks = _blocks(function)
     if releasable is not None:
