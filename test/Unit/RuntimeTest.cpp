@@ -744,6 +744,53 @@ TEST_F(RuntimeTest, HandedOverWeightsAreReorderedInPlace) {
   linfuse_cpu_set_weight_reorder(before);
 }
 
+/// Whichever way a handed-over weight is reordered (over its own bytes, or
+/// elsewhere with its pages dropped), every product reads it correctly:
+/// weights stored N x K (nn.Linear's) and K x N, dimensions that are
+/// multiples of oneDNN's blocks and ones that are not (padded layouts),
+/// a single block, f32, bf16 and f16, first used at one row or at many;
+/// every one-matrix product has a copy to read (LINFUSE_REORDER_ALWAYS).
+TEST_F(RuntimeTest, HandedOverWeightsOfManyShapesStayCorrect) {
+  int32_t before = linfuse_cpu_set_weight_reorder(LINFUSE_REORDER_ALWAYS);
+  ASSERT_GE(before, 0);
+  struct Shape {
+    int64_t n, k;
+  };
+  for (const Shape &shape :
+       {Shape{64, 64}, Shape{128, 96}, Shape{256, 48}, Shape{320, 640},
+        Shape{100, 64}, Shape{64, 40}, Shape{1088, 2048}})
+    for (linfuse_dtype type : {LINFUSE_F32, LINFUSE_BF16, LINFUSE_F16})
+      for (int32_t trans : {kTransB, 0})
+        for (int64_t first : {1, 16}) {
+          SCOPED_TRACE("type " + std::to_string(type) + " n " +
+                       std::to_string(shape.n) + " k " +
+                       std::to_string(shape.k) + (trans ? " NxK" : " KxN") +
+                       " first m " + std::to_string(first));
+          int32_t flags = trans | LINFUSE_GEMM_CONSTANT_B;
+          Operands ops = contiguousOperands(type, LINFUSE_F32, flags, first,
+                                            shape.n, shape.k);
+          Gemm g;
+          g.abType = type;
+          g.flags = flags;
+          uint8_t *w = ops.b.bytes.data();
+          int64_t bytes = int64_t(ops.b.bytes.size());
+          const Tensor original = ops.b;
+          ASSERT_EQ(LINFUSE_OK, linfuse_cpu_hand_over_weights(w, bytes));
+          for (int64_t m : {first, int64_t(5), int64_t(1), int64_t(33)}) {
+            SCOPED_TRACE("m " + std::to_string(m));
+            Tensor a = randomized(Tensor::contiguous(type, {m, shape.k}), 7);
+            Tensor c = Tensor::contiguous(LINFUSE_F32, {m, shape.n});
+            std::vector<double> expected =
+                reference(g, a, original, c, nullptr);
+            ASSERT_EQ(LINFUSE_OK, g.run(a, ops.b, c))
+                << linfuse_last_error_message();
+            expectClose(c, expected);
+          }
+          linfuse_cpu_forget_weights(w, bytes);
+        }
+  linfuse_cpu_set_weight_reorder(before);
+}
+
 TEST_F(RuntimeTest, ConstantWeightsWithoutBias) {
   for (linfuse_dtype type : {LINFUSE_F32, LINFUSE_BF16})
     for (int64_t m : {16, 1}) {
