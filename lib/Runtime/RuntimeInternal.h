@@ -52,9 +52,10 @@ bool plainValuesGone(const void *data, size_t bytes);
 /// then recorded as gone).
 void reorderedFrom(const void *data, size_t bytes);
 
-/// Whether every byte of [data, data + bytes) was handed over, so that the
-/// runtime may write its reordered copy over the plain values there
-/// (OneDnnCommon.h's InPlace) instead of into new memory.
+/// Whether every byte of [data, data + bytes) was handed over, its plain
+/// values are all there, and it lies in private writable memory, so that
+/// the runtime may write its reordered copy over them (OneDnnCommon.h's
+/// InPlace) instead of into new memory.
 bool mayOverwrite(const void *data, size_t bytes);
 
 /// Called once [data, data + bytes), handed over, holds a reordered copy

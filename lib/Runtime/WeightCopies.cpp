@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cinttypes>
+#include <cstdio>
 #include <mutex>
 
 #include <sys/mman.h>
@@ -99,11 +100,39 @@ void linfuse::runtime::reorderedFrom(const void *data, size_t bytes) {
   dropped.push_back({first, last});
 }
 
+/// Whether [begin, end) lies in private writable mappings (/proc/self/maps
+/// permissions "rw?p"): writing there changes no file and faults on no
+/// read-only page.
+static bool privateAndWritable(uintptr_t begin, uintptr_t end) {
+  std::FILE *maps = std::fopen("/proc/self/maps", "r");
+  if (!maps)
+    return false;
+  uintptr_t reached = begin;
+  char perms[8] = {0};
+  unsigned long first = 0, last = 0;
+  // Mappings are listed in address order; each line ends in a newline.
+  while (reached < end &&
+         std::fscanf(maps, "%lx-%lx %7s%*[^\n]", &first, &last, perms) == 3) {
+    if (last <= reached)
+      continue;
+    if (first > reached || perms[0] != 'r' || perms[1] != 'w' ||
+        perms[3] != 'p')
+      break;
+    reached = last;
+  }
+  std::fclose(maps);
+  return reached >= end;
+}
+
 bool linfuse::runtime::mayOverwrite(const void *data, size_t bytes) {
   auto p = reinterpret_cast<uintptr_t>(data);
-  std::lock_guard<std::mutex> lock(handedMutex);
-  return bytes > 0 && covers(handed, p, p + bytes) &&
-         !overlapsAny(dropped, p, p + bytes);
+  {
+    std::lock_guard<std::mutex> lock(handedMutex);
+    if (bytes == 0 || !covers(handed, p, p + bytes) ||
+        overlapsAny(dropped, p, p + bytes))
+      return false;
+  }
+  return privateAndWritable(p, p + bytes);
 }
 
 void linfuse::runtime::overwritten(const void *data, size_t bytes) {

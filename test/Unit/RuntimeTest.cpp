@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -741,6 +742,56 @@ TEST_F(RuntimeTest, HandedOverWeightsAreReorderedInPlace) {
         linfuse_cpu_forget_weights(w, bytes);
         EXPECT_EQ(0, linfuse_cpu_weights_reordered(w, bytes));
       }
+  linfuse_cpu_set_weight_reorder(before);
+}
+
+/// A handed-over weight in memory the runtime must not write is reordered
+/// into new memory, never over its bytes: a read-only private mapping of a
+/// file (writing would fault) and a writable shared one (writing would
+/// change the file). Both files keep their bytes, and the products are
+/// right.
+TEST_F(RuntimeTest, HandedOverWeightsInFilesAreNotOverwritten) {
+  int32_t before = linfuse_cpu_set_weight_reorder(LINFUSE_REORDER_ALWAYS);
+  ASSERT_GE(before, 0);
+  for (bool shared : {false, true})
+    for (linfuse_dtype type : {LINFUSE_F32, LINFUSE_BF16}) {
+      SCOPED_TRACE(std::string(shared ? "shared" : "read-only") + " type " +
+                   std::to_string(type));
+      const int64_t n = 256, k = 256;
+      int32_t flags = kTransB | LINFUSE_GEMM_CONSTANT_B;
+      Operands ops = contiguousOperands(type, LINFUSE_F32, flags, 16, n, k);
+      const std::vector<uint8_t> plain = ops.b.bytes;
+      char path[] = "/tmp/linfuse-handed-XXXXXX";
+      int fd = mkstemp(path);
+      ASSERT_GE(fd, 0);
+      unlink(path);
+      ASSERT_EQ(ssize_t(plain.size()), write(fd, plain.data(), plain.size()));
+      void *mapped = mmap(nullptr, plain.size(),
+                          shared ? PROT_READ | PROT_WRITE : PROT_READ,
+                          shared ? MAP_SHARED : MAP_PRIVATE, fd, 0);
+      ASSERT_NE(MAP_FAILED, mapped);
+      Tensor b3(type, {n, k}, {k, 1});
+      auto *view = static_cast<Descriptor *>(b3.desc());
+      view->allocated = view->aligned = mapped;
+      ASSERT_EQ(LINFUSE_OK,
+                linfuse_cpu_hand_over_weights(mapped, int64_t(plain.size())));
+      Gemm g;
+      g.abType = type;
+      g.flags = flags;
+      std::vector<double> want = reference(g, ops.a, ops.b, ops.c, nullptr);
+      ASSERT_EQ(LINFUSE_OK,
+                linfuse_cpu_gemm(2, ops.a.desc(), 2, view, 2, ops.c.desc(), 2,
+                                 ops.c.desc(), type, LINFUSE_F32, flags,
+                                 LINFUSE_EPILOGUE_NONE, 1.0f, 0.0f))
+          << linfuse_last_error_message();
+      expectClose(ops.c, want);
+      std::vector<uint8_t> file(plain.size());
+      ASSERT_EQ(ssize_t(file.size()), pread(fd, file.data(), file.size(), 0));
+      EXPECT_EQ(plain, file) << "the file changed";
+      linfuse_cpu_forget_weights(mapped, int64_t(plain.size()));
+      munmap(mapped, plain.size());
+      close(fd);
+    }
   linfuse_cpu_set_weight_reorder(before);
 }
 

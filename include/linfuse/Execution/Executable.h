@@ -167,9 +167,12 @@ public:
 
   /// Hands the plain values of packed weights (or, without a packing
   /// function, of the weights as given) over to the host runtime
-  /// (linfuse_cpu_hand_over_weights): their pages leave memory as soon as
-  /// oneDNN has reordered them, and the reordered copies become the only
-  /// ones. Only where that is safe: the entry reads the packed weight only
+  /// (linfuse_cpu_hand_over_weights): oneDNN's reordered copy of each is
+  /// written over its bytes where its layout takes exactly those and the
+  /// memory is private and writable, else made elsewhere and the plain
+  /// values' pages dropped; either way the copies become the only ones, and
+  /// the caller neither reads nor writes those bytes again. Only where that
+  /// is safe: the entry reads the packed weight only
   /// as GEMM B operands (`linfuse.gemm_only_weights`), it lies in the
   /// caller's weights (a view, not a buffer packing made) and within one of
   /// `within` (memory whose addresses the caller keeps reserved while this

@@ -213,11 +213,13 @@ LINFUSE_RUNTIME_EXPORT int32_t linfuse_cpu_get_weight_reorder(void);
 LINFUSE_RUNTIME_EXPORT int32_t linfuse_cpu_weights_reordered(const void *data,
                                                              int64_t bytes);
 
-/* Hands the plain values at [data, data + bytes), writable memory of the
- * caller's that only GEMMs read (as constant B), over to the runtime, so
- * that memory holds one copy of the weights: a weight there whose reordered
- * layout takes exactly its bytes has its copy written over its plain values
- * (no new memory); any other, once its copy exists elsewhere, has its whole
+/* Hands the plain values at [data, data + bytes), memory of the caller's
+ * that only GEMMs read (as constant B), over to the runtime, so that
+ * memory holds one copy of the weights: a weight there whose reordered
+ * layout takes exactly its bytes, in private writable memory (anonymous or
+ * a MAP_PRIVATE mapping; never a shared one, whose file would change), has
+ * its copy written over its plain values (no new memory); any other, once
+ * its copy exists elsewhere, has its whole
  * pages returned to the system (madvise MADV_DONTNEED: private anonymous
  * memory then reads as zeros). The caller neither reads nor writes the
  * range until linfuse_cpu_forget_weights. GEMMs there read
