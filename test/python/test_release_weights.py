@@ -319,3 +319,37 @@ def test_set_weight_reorder_checks_its_mode():
     assert linfuse.set_weight_reorder(before) == "never"
     with pytest.raises(ValueError, match="mode must be one of"):
         linfuse.set_weight_reorder("sometimes")
+
+
+@pytest.mark.parametrize("release", [False, True])
+def test_first_calls_from_several_threads_at_once(release):
+    # Four threads make the compiled model's first calls together: one of
+    # them places and packs the weights (and hands them over), the others
+    # wait for it. Before, each moved the same tensors into blocks of its
+    # own: a crash.
+    import threading
+    if not release:
+        linfuse.set_weight_reorder("always")
+    torch.manual_seed(3)
+    for _ in range(2):
+        model = MlpStack(layers=3, hidden=512, inter=2048).eval()
+        xs = [torch.randn(m, 512) for m in (1, 16, 3, 40)]
+        with torch.no_grad():
+            want = [model(x) for x in xs]
+            compiled = lt.compile(model, (xs[1],),
+                                  dynamic_shapes=({0: Dim("m", min=1, max=1024)},),
+                                  release_weights=release)
+        errors = [None] * len(xs)
+
+        def run(i):
+            with torch.no_grad():
+                for _ in range(3):
+                    errors[i] = max(errors[i] or 0.0, rel_err(compiled(xs[i]), want[i]))
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(xs))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert all(e is not None and e < 1e-5 for e in errors), errors
+        assert compiled.packs == 1

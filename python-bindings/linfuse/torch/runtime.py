@@ -18,6 +18,7 @@ import itertools
 import mmap
 import os
 import sys
+import threading
 import time
 import weakref
 
@@ -354,10 +355,17 @@ class WeightPacking:
         #: The weights' `id`s -> (the function packed with them, weak
         #: references to them).
         self._sets: dict[tuple, tuple] = {}
+        self._lock = threading.Lock()
 
     def __call__(self, weights: list) -> "linfuse.Function":
         """Packs `weights` where needed; returns the function to call with
-        them."""
+        them. One thread at a time: threads making their first calls at once
+        would otherwise each move the same tensors into blocks of their own
+        and pack them (a crash in the placement, found with four threads)."""
+        with self._lock:
+            return self._packed(weights)
+
+    def _packed(self, weights: list) -> "linfuse.Function":
         if self.released_bytes is not None:
             # Released weights are the runtime's now; the others are read
             # in place, so a change would go unseen: refused.
