@@ -314,6 +314,24 @@ struct InPlace {
     return true;
   }
 
+  /// memcpy on the GEMMs' thread pool (linfuse_parallel_for), whose threads
+  /// would otherwise spin idle while one thread copies each slice back.
+  static void copyOnThePool(char *to, const char *from, int64_t bytes) {
+    constexpr int64_t kChunk = 4096;
+    struct Copy {
+      char *to;
+      const char *from;
+      int64_t bytes;
+    } copy{to, from, bytes};
+    linfuse_parallel_for(
+        [](int64_t lo, int64_t hi, void *context) {
+          auto &c = *static_cast<Copy *>(context);
+          int64_t begin = lo * kChunk, end = std::min(hi * kChunk, c.bytes);
+          std::memcpy(c.to + begin, c.from + begin, size_t(end - begin));
+        },
+        &copy, (bytes + kChunk - 1) / kChunk, kChunk);
+  }
+
   /// The bytes of the largest piece (the scratch buffer's size).
   static int64_t largest(const std::vector<Slicing::Piece> &pieces) {
     int64_t most = 0;
@@ -378,7 +396,7 @@ struct InPlace {
       if (!(ok = ok && api.run(reorderFor(p), p.source, scratch.get())))
         break;
       // This slice's plain values were read; the next slices' stay.
-      std::memcpy(p.source, scratch.get(), size_t(p.bytes));
+      copyOnThePool(p.source, scratch.get(), p.bytes);
       changed = true;
     }
     for (auto &[size, r] : reorders)
