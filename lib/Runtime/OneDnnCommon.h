@@ -395,14 +395,17 @@ struct InPlace {
     for (const Slicing::Piece &p : pieces) {
       if (!(ok = ok && api.run(reorderFor(p), p.source, scratch.get())))
         break;
+      // The plain values are gone from the first write on: recorded
+      // before it, so that a product reading them elsewhere (the other
+      // oneDNN's cache) fails instead of reading a half-rewritten weight.
+      if (!changed)
+        overwritten(data, toBytes);
+      changed = true;
       // This slice's plain values were read; the next slices' stay.
       copyOnThePool(p.source, scratch.get(), p.bytes);
-      changed = true;
     }
     for (auto &[size, r] : reorders)
       api.destroy(r);
-    if (changed)
-      overwritten(data, toBytes);
     return ok ? api.wrap(to, data) : typename Api::Memory();
   }
 };
