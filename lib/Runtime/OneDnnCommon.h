@@ -308,7 +308,8 @@ struct InPlace {
       return false;
     for (const Slicing::Piece &p : pieces) {
       int64_t offset = offsetOf(p);
-      if (offset < 0 || offset * elementBytes != p.source - (char *)data)
+      if (offset < 0 ||
+          offset * elementBytes != p.source - static_cast<char *>(data))
         return false;
     }
     return true;
