@@ -799,8 +799,11 @@ TEST_F(RuntimeTest, HandedOverWeightsInFilesAreNotOverwritten) {
 /// elsewhere with its pages dropped), every product reads it correctly:
 /// weights stored N x K (nn.Linear's) and K x N, dimensions that are
 /// multiples of oneDNN's blocks and ones that are not (padded layouts),
-/// a single block, f32, bf16 and f16, first used at one row or at many;
-/// every one-matrix product has a copy to read (LINFUSE_REORDER_ALWAYS).
+/// a single block, f32, bf16 and f16, first used at one row or at many,
+/// then at up to 200 rows (where oneDNN may choose another layout, made
+/// from the first copy: not on the AMD EPYC, whose f32 and bf16 weights
+/// keep one layout for every M); every one-matrix product has a copy to
+/// read (LINFUSE_REORDER_ALWAYS).
 TEST_F(RuntimeTest, HandedOverWeightsOfManyShapesStayCorrect) {
   int32_t before = linfuse_cpu_set_weight_reorder(LINFUSE_REORDER_ALWAYS);
   ASSERT_GE(before, 0);
@@ -827,7 +830,10 @@ TEST_F(RuntimeTest, HandedOverWeightsOfManyShapesStayCorrect) {
           int64_t bytes = int64_t(ops.b.bytes.size());
           const Tensor original = ops.b;
           ASSERT_EQ(LINFUSE_OK, linfuse_cpu_hand_over_weights(w, bytes));
-          for (int64_t m : {first, int64_t(5), int64_t(1), int64_t(33)}) {
+          for (int64_t m :
+               {first, int64_t(5), int64_t(1), int64_t(33), int64_t(200)}) {
+            if (m > 100 && shape.n * shape.k > 320 * 640)
+              continue; // the double-precision reference takes long
             SCOPED_TRACE("m " + std::to_string(m));
             Tensor a = randomized(Tensor::contiguous(type, {m, shape.k}), 7);
             Tensor c = Tensor::contiguous(LINFUSE_F32, {m, shape.n});
