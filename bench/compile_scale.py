@@ -353,10 +353,11 @@ def main() -> None:
                 continue
             r = json.loads(proc.stdout.strip().splitlines()[-1])
             w = r["weight_bytes"]
-            stages = ", ".join(f"{k} {v:.2f}" for k, v in r.get("stages", {}).items())
-            stages += f"; first call's system time {r['first_call_sys_s']:.2f}"
+            stages = "; ".join(filter(None, (
+                ", ".join(f"{k} {v:.2f}" for k, v in r.get("stages", {}).items()),
+                f"first call's system time {r['first_call_sys_s']:.2f}")))
             print(f"| {path} | {layers} | {w / 1e6:.0f} MB | {r['compile_s']:.2f} s "
-                  f"| {stages or '–'} | {r['first_call_s']:.2f} s "
+                  f"| {stages} | {r['first_call_s']:.2f} s "
                   f"| {r['second_call_s'] * 1e3:.1f} ms "
                   f"| {r['peak_rss'] / 1e9:.2f} GB ({r['peak_rss'] / w:.1f}×) "
                   f"| {(r['peak_rss'] - r['base_rss']) / 1e9:.2f} GB "

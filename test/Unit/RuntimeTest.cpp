@@ -537,6 +537,54 @@ TEST_F(RuntimeTest, ReleasingARangeKeepsTheOtherCopies) {
   linfuse_cpu_set_weight_reorder(mode);
 }
 
+/// Offset in `w` of its first whole page.
+size_t firstWholePage(const uint8_t *w, size_t page) {
+  auto p = reinterpret_cast<uintptr_t>(w);
+  return (p + page - 1) / page * page - p;
+}
+
+/// After a hand-over of `b` (N x K at `b`'s buffer, whose plain values
+/// were `original`): products of 1, 3, 16 and 40 rows (up to 16 for a big
+/// weight: the double-precision reference takes long), before and after
+/// linfuse_cpu_release_packed_weights, read the copy and match `original`.
+void expectEveryRowCountReadsTheCopy(const Gemm &g, linfuse_dtype type,
+                                     int64_t n, int64_t k,
+                                     const Tensor &original, Tensor &b) {
+  for (bool release : {false, true}) {
+    if (release)
+      linfuse_cpu_release_packed_weights();
+    for (int64_t m : {1, 3, 16, 40}) {
+      if (n > 1000 && m > 16)
+        continue;
+      SCOPED_TRACE("m " + std::to_string(m) + (release ? " released" : ""));
+      Tensor a = randomized(Tensor::contiguous(type, {m, k}), 11);
+      Tensor c = Tensor::contiguous(LINFUSE_F32, {m, n});
+      std::vector<double> expected = reference(g, a, original, c, nullptr);
+      ASSERT_EQ(LINFUSE_OK, g.run(a, b, c)) << linfuse_last_error_message();
+      expectClose(c, expected);
+    }
+  }
+}
+
+/// A B broadcast over a batch at the handed-over address `w` (N x K): no
+/// copy serves it, so the product fails, saying why, instead of reading
+/// the bytes there (dropped, or the copy's).
+void expectBatchedProductFailsAt(uint8_t *w, linfuse_dtype type, int64_t n,
+                                 int64_t k, int32_t flags) {
+  Tensor a3 = randomized(Tensor::contiguous(type, {2, 4, k}), 12);
+  Tensor b3(type, {2, n, k}, {0, k, 1});
+  auto *view = static_cast<Descriptor *>(b3.desc());
+  view->allocated = view->aligned = w;
+  Tensor c3 = Tensor::contiguous(LINFUSE_F32, {2, 4, n});
+  EXPECT_EQ(LINFUSE_ERROR_INVALID_ARGUMENT,
+            linfuse_cpu_gemm(3, a3.desc(), 3, view, 3, c3.desc(), 3, c3.desc(),
+                             type, LINFUSE_F32, flags, LINFUSE_EPILOGUE_NONE,
+                             1.0f, 0.0f));
+  EXPECT_NE(nullptr, std::strstr(linfuse_last_error_message(), "handed over"))
+      << linfuse_last_error_message();
+  linfuse_clear_error();
+}
+
 /// LINFUSE_REORDER_ALWAYS: one-row products read the reordered copy too,
 /// so a caller may hand the plain values over. Where oneDNN's layout takes
 /// more bytes than the plain values (dimensions that are not multiples of
@@ -588,9 +636,7 @@ TEST_F(RuntimeTest, HandedOverWeightsAreReadOnlyFromTheirCopies) {
         EXPECT_EQ(0, linfuse_cpu_weights_reordered(w, bytes + 1));
         // The whole pages of the plain values left memory: zeros now (the
         // first and the last).
-        size_t firstPage =
-            (reinterpret_cast<uintptr_t>(w) + page - 1) / page * page -
-            reinterpret_cast<uintptr_t>(w);
+        size_t firstPage = firstWholePage(w, page);
         size_t lastPage =
             (reinterpret_cast<uintptr_t>(w) + size_t(bytes)) / page * page -
             page - reinterpret_cast<uintptr_t>(w);
@@ -601,37 +647,8 @@ TEST_F(RuntimeTest, HandedOverWeightsAreReadOnlyFromTheirCopies) {
               << "page at byte " << at;
         ops.b = randomized(std::move(ops.b), 5); // same buffer, new values
         ASSERT_EQ(w, ops.b.bytes.data());
-        for (bool release : {false, true}) {
-          if (release)
-            linfuse_cpu_release_packed_weights();
-          for (int64_t m : {1, 3, 16, 40}) {
-            if (n > 1000 && m > 16)
-              continue; // the double-precision reference takes long
-            SCOPED_TRACE("m " + std::to_string(m));
-            Tensor a = randomized(Tensor::contiguous(type, {m, k}), 11);
-            Tensor c = Tensor::contiguous(LINFUSE_F32, {m, n});
-            std::vector<double> expected =
-                reference(g, a, original, c, nullptr);
-            ASSERT_EQ(LINFUSE_OK, g.run(a, ops.b, c))
-                << linfuse_last_error_message();
-            expectClose(c, expected);
-          }
-        }
-        // B broadcast over a batch, at the handed-over address: no copy
-        // serves it.
-        Tensor a3 = randomized(Tensor::contiguous(type, {2, 4, k}), 12);
-        Tensor b3(type, {2, n, k}, {0, k, 1});
-        auto *view = static_cast<Descriptor *>(b3.desc());
-        view->allocated = view->aligned = w;
-        Tensor c3 = Tensor::contiguous(LINFUSE_F32, {2, 4, n});
-        EXPECT_EQ(LINFUSE_ERROR_INVALID_ARGUMENT,
-                  linfuse_cpu_gemm(3, a3.desc(), 3, view, 3, c3.desc(), 3,
-                                   c3.desc(), type, LINFUSE_F32, flags,
-                                   LINFUSE_EPILOGUE_NONE, 1.0f, 0.0f));
-        EXPECT_NE(nullptr,
-                  std::strstr(linfuse_last_error_message(), "handed over"))
-            << linfuse_last_error_message();
-        linfuse_clear_error();
+        expectEveryRowCountReadsTheCopy(g, type, n, k, original, ops.b);
+        expectBatchedProductFailsAt(w, type, n, k, flags);
         linfuse_cpu_forget_weights(w, bytes);
         EXPECT_EQ(0, linfuse_cpu_weights_reordered(w, bytes));
       }
@@ -694,9 +711,7 @@ TEST_F(RuntimeTest, HandedOverWeightsAreReorderedInPlace) {
         faults = minorFaults() - faults;
         expectClose(ops.c, want);
         ASSERT_EQ(1, linfuse_cpu_weights_reordered(w, bytes));
-        size_t firstPage =
-            (reinterpret_cast<uintptr_t>(w) + page - 1) / page * page -
-            reinterpret_cast<uintptr_t>(w);
+        size_t firstPage = firstWholePage(w, page);
         bool zeros = std::vector<uint8_t>(page, 0) ==
                      std::vector<uint8_t>(w + firstPage, w + firstPage + page);
         if (!whole) {
@@ -711,34 +726,8 @@ TEST_F(RuntimeTest, HandedOverWeightsAreReorderedInPlace) {
             EXPECT_LT(faults, bytes / long(page) / 2)
                 << "the first GEMM touched " << faults << " new pages";
         }
-        for (bool release : {false, true}) {
-          if (release)
-            linfuse_cpu_release_packed_weights();
-          for (int64_t m : {1, 3, 16, 40}) {
-            if (big && m > 16)
-              continue; // the double-precision reference takes long
-            SCOPED_TRACE("m " + std::to_string(m));
-            Tensor a = randomized(Tensor::contiguous(type, {m, k}), 11);
-            Tensor c = Tensor::contiguous(LINFUSE_F32, {m, n});
-            std::vector<double> expected =
-                reference(g, a, original, c, nullptr);
-            ASSERT_EQ(LINFUSE_OK, g.run(a, ops.b, c))
-                << linfuse_last_error_message();
-            expectClose(c, expected);
-          }
-        }
-        // B broadcast over a batch at the handed-over address: no copy
-        // serves it, and the values there are not the plain ones.
-        Tensor a3 = randomized(Tensor::contiguous(type, {2, 4, k}), 12);
-        Tensor b3(type, {2, n, k}, {0, k, 1});
-        auto *view = static_cast<Descriptor *>(b3.desc());
-        view->allocated = view->aligned = w;
-        Tensor c3 = Tensor::contiguous(LINFUSE_F32, {2, 4, n});
-        EXPECT_EQ(LINFUSE_ERROR_INVALID_ARGUMENT,
-                  linfuse_cpu_gemm(3, a3.desc(), 3, view, 3, c3.desc(), 3,
-                                   c3.desc(), type, LINFUSE_F32, flags,
-                                   LINFUSE_EPILOGUE_NONE, 1.0f, 0.0f));
-        linfuse_clear_error();
+        expectEveryRowCountReadsTheCopy(g, type, n, k, original, ops.b);
+        expectBatchedProductFailsAt(w, type, n, k, flags);
         linfuse_cpu_forget_weights(w, bytes);
         EXPECT_EQ(0, linfuse_cpu_weights_reordered(w, bytes));
       }

@@ -10,6 +10,7 @@ after release, the original model run again. A Hugging Face LLaMA, which
 linfuse partitions, releases what only its partitions read."""
 
 import mmap
+import threading
 
 import pytest
 import torch
@@ -327,7 +328,6 @@ def test_first_calls_from_several_threads_at_once(release):
     # them places and packs the weights (and hands them over), the others
     # wait for it. Before, each moved the same tensors into blocks of its
     # own: a crash.
-    import threading
     if not release:
         linfuse.set_weight_reorder("always")
     torch.manual_seed(3)

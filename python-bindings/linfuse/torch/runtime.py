@@ -280,8 +280,7 @@ def release_weights(function: "linfuse.Function", weights: list,
     by oneDNN's reordered copy (written over them, or made elsewhere and
     their pages dropped) on the first call, so each such tensor becomes an
     empty one now (`tensor.data`): a later use fails instead of reading
-    other values. Returns
-    the bytes handed over."""
+    other values. Returns the bytes handed over."""
     blocks = _blocks(function)
     if releasable is not None:
         blocks = _spans([w for w, ok in zip(weights, releasable) if ok and w.is_cpu
