@@ -18,6 +18,10 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.linfuse_obj_root, "test")
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
+# The Python package keeps JIT-compiled objects in ~/.cache/linfuse by
+# default: tests compile every time (linfuse-run --object-cache is tested
+# with a directory of its own).
+config.environment["LINFUSE_JIT_CACHE"] = "0"
 # Debian's python3 (it has python3-numpy); lit itself runs on it.
 config.substitutions.append(("%python", "/usr/bin/python3"))
 config.substitutions.append(

@@ -2,6 +2,7 @@
 
 #include "linfuse/Execution/Executable.h"
 #include "linfuse/Execution/Lowering.h"
+#include "linfuse/Execution/ObjectCache.h"
 #include "linfuse/Runtime/Runtime.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -13,7 +14,9 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/Support/DynamicLibrary.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/TargetSelect.h"
 
 #include <dlfcn.h>
@@ -118,6 +121,52 @@ static std::vector<std::vector<unsigned>> rowConcatenations(func::FuncOp pack) {
   return groups;
 }
 
+/// LLVM's optimization level for the JIT (part of the object cache's key).
+static constexpr unsigned kOptLevel = 3;
+
+/// Looks up the packed entry points (`_mlir_ciface_<name>`) of the entry
+/// and the packing function in `exe`'s code: its engine, or the JIT that
+/// linked its object from the cache (the engine's packed name, `_mlir_`
+/// prefixed).
+llvm::Error Executable::lookUpFunctions(Executable &exe) {
+  for (const std::string &name : {exe.entryName, exe.packName}) {
+    if (name.empty())
+      continue;
+    std::string ciface = "_mlir_ciface_" + name;
+    llvm::Expected<void (*)(void **)> symbol = nullptr;
+    if (exe.code->linked) {
+      auto address = exe.code->linked->lookup("_mlir_" + ciface);
+      if (address)
+        symbol = address->toPtr<void (*)(void **)>();
+      else
+        symbol = address.takeError();
+    } else {
+      symbol = exe.code->engine->lookupPacked(ciface);
+    }
+    if (!symbol)
+      return makeError("JIT compilation of @" + name +
+                       " failed: " + llvm::toString(symbol.takeError()));
+    exe.functions[name] = *symbol;
+  }
+  return llvm::Error::success();
+}
+
+/// Stores the object `engine` compiled (it keeps a copy: enableObjectDump)
+/// under `key`; best effort, as every cache write.
+static void storeObject(const ObjectCache &cache, llvm::StringRef key,
+                        ExecutionEngine &engine) {
+  std::string file = cache.temporaryFile();
+  if (file.empty())
+    return;
+  engine.dumpToObjectFile(file);
+  if (auto object =
+          llvm::MemoryBuffer::getFile(file, /*IsText=*/false,
+                                      /*RequiresNullTerminator=*/false);
+      object && (*object)->getBufferSize() > 0)
+    cache.store(key, (*object)->getBuffer());
+  llvm::sys::fs::remove(file);
+}
+
 llvm::Expected<std::unique_ptr<Executable>>
 Executable::compile(ModuleOp module, llvm::StringRef entry,
                     const CompileOptions &options) {
@@ -200,8 +249,6 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
         if (n >= 0 && size_t(n) < exe->gemmOnlyWeights.size())
           exe->gemmOnlyWeights[n] = true;
 
-  if (options.progress)
-    options.progress("jit");
   static std::once_flag nativeTarget;
   std::call_once(nativeTarget, [] {
     llvm::InitializeNativeTarget();
@@ -230,11 +277,10 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
   engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
   exe->code = std::make_shared<Code>();
   Code &code = *exe->code;
-  code.optimizer = [host, optimize = makeOptimizingTransformer(
-                              /*optLevel=*/3,
-                              /*sizeLevel=*/0, host.get())](llvm::Module *m) {
-    return optimize(m);
-  };
+  code.optimizer = [host, optimize = makeOptimizingTransformer(kOptLevel,
+                                                               /*sizeLevel=*/0,
+                                                               host.get())](
+                       llvm::Module *m) { return optimize(m); };
   engineOptions.transformer = code.optimizer;
   internalizeImplementation(module);
   routeAssertionsToRuntime(module);
@@ -256,6 +302,38 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
     options.report->statistics.push_back(
         {"linfuse-jit", "bytes-bound-as-data", bytes});
   }
+  numberPrivateGlobals(module);
+  // An object compiled before for this module and host: linked, not
+  // compiled again (a damaged or unlinkable one is compiled over).
+  ObjectCache cache(options.target == Target::CPU ? options.objectCache : "");
+  std::string key;
+  if (cache.enabled()) {
+    key = ObjectCache::key(module, *host, kOptLevel);
+    if (auto object = cache.load(key)) {
+      if (options.progress)
+        options.progress("load");
+      auto linked = linkObject(std::move(object), host->createDataLayout(),
+                               code.constants);
+      if (linked) {
+        code.linked = std::move(*linked);
+        if (llvm::Error err = lookUpFunctions(*exe)) {
+          llvm::consumeError(std::move(err));
+          exe->functions.clear();
+          code.linked.reset();
+        } else {
+          if (options.report)
+            options.report->statistics.push_back(
+                {"linfuse-jit", "objects-from-cache", 1});
+          return exe;
+        }
+      } else {
+        llvm::consumeError(linked.takeError());
+      }
+    }
+  }
+  if (options.progress)
+    options.progress("jit");
+  engineOptions.enableObjectDump = cache.enabled();
   auto engine = ExecutionEngine::create(module, engineOptions);
   if (!engine) {
     std::string msg = llvm::toString(engine.takeError());
@@ -275,15 +353,10 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
   // The JIT generates machine code on the first lookup: do it here, so that
   // compile() includes code generation (for weights embedded as constants,
   // most of the time) and the first call is as fast as the next ones.
-  for (const std::string &name : {exe->entryName, exe->packName}) {
-    if (name.empty())
-      continue;
-    auto symbol = code.engine->lookupPacked("_mlir_ciface_" + name);
-    if (!symbol)
-      return makeError("JIT compilation of @" + name +
-                       " failed: " + llvm::toString(symbol.takeError()));
-    exe->functions[name] = *symbol;
-  }
+  if (llvm::Error err = lookUpFunctions(*exe))
+    return std::move(err);
+  if (cache.enabled())
+    storeObject(cache, key, *code.engine);
   return exe;
 }
 

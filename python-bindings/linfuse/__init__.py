@@ -255,7 +255,8 @@ class Module:
 
 def compile(ir: str, target: str = "cpu", *, optimize: bool = True,
             entry: str | Sequence[str] | None = None,
-            cuda_graph: bool = False, runtime_checks: bool = True) -> Module:
+            cuda_graph: bool = False, runtime_checks: bool = True,
+            object_cache: str | None = None) -> Module:
     """Optimizes, lowers and JIT-compiles the public functions of `ir`
     (or only `entry`) for `target` ("cpu", or "cuda" in builds with CUDA).
 
@@ -267,6 +268,15 @@ def compile(ir: str, target: str = "cpu", *, optimize: bool = True,
     and indices are in bounds (on by default: a call whose sizes do not fit
     the program raises `linfuse.Error` naming the op's location instead of
     reading past a buffer).
+
+    `object_cache`: a directory where the CPU code LLVM generates is kept,
+    so that compiling the same function again for this machine (the same
+    script run again) links it instead of running LLVM's optimizer and code
+    generator (most of a small function's compile time). None (the default)
+    means `$LINFUSE_CACHE_DIR`, else `$XDG_CACHE_HOME/linfuse`, else
+    `~/.cache/linfuse`, or no cache when `LINFUSE_JIT_CACHE=0`; "" means
+    none. Entries are named by a hash of the lowered code, the CPU and the
+    compiler; a damaged or unwritable cache only means compiling again.
     """
     if entry is None:
         names = _linfuse.public_functions(ir)
@@ -275,7 +285,8 @@ def compile(ir: str, target: str = "cpu", *, optimize: bool = True,
     if not names:
         raise Error("the module has no public function with a body")
     functions = {name: Function(_linfuse.CompiledFunction(ir, name, target, optimize,
-                                                          cuda_graph, runtime_checks),
+                                                          cuda_graph, runtime_checks,
+                                                          object_cache),
                                 optimize)
                  for name in names}
     return Module(functions, target)

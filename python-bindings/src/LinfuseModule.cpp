@@ -12,6 +12,7 @@
 
 #include "linfuse/Execution/Executable.h"
 #include "linfuse/Execution/Lowering.h"
+#include "linfuse/Execution/ObjectCache.h"
 #include "linfuse/Execution/PassReport.h"
 #include "linfuse/InitAllLinfuse.h"
 #include "linfuse/Runtime/Runtime.h"
@@ -274,8 +275,11 @@ PYBIND11_MODULE(_linfuse, m) {
   py::class_<CompiledFunction>(m, "CompiledFunction", py::dynamic_attr())
       .def(py::init([](const std::string &ir, const std::string &entry,
                        const std::string &target, bool optimize, bool cudaGraph,
-                       bool runtimeChecks) {
+                       bool runtimeChecks,
+                       std::optional<std::string> objectCache) {
              CompileOptions options;
+             options.objectCache =
+                 objectCache ? *objectCache : defaultObjectCacheDirectory();
              options.target = check(parseTarget(target));
              options.optimize = optimize;
              options.lower.cudaGraph = cudaGraph;
@@ -291,7 +295,8 @@ PYBIND11_MODULE(_linfuse, m) {
            }),
            py::arg("ir"), py::arg("entry"), py::arg("target") = "cpu",
            py::arg("optimize") = true, py::arg("cuda_graph") = false,
-           py::arg("runtime_checks") = true)
+           py::arg("runtime_checks") = true,
+           py::arg("object_cache") = std::nullopt)
       .def(
           "instantiate",
           [](const CompiledFunction &f) {

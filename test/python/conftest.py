@@ -16,6 +16,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD = pathlib.Path(os.environ.get("LINFUSE_BUILD_DIR", ROOT / "build"))
 if str(BUILD / "python_packages") not in sys.path:
     sys.path.insert(0, str(BUILD / "python_packages"))
+# Every test compiles (no objects from earlier runs or from other tests,
+# whose reports would then differ); test_object_cache.py passes a
+# directory of its own. Inherited by the tests' subprocesses.
+os.environ["LINFUSE_JIT_CACHE"] = "0"
 
 
 def _cuda_device() -> bool:

@@ -73,6 +73,13 @@ static cl::opt<bool> runtimeChecks(
              "bounds; a failed check is an error naming the op's location "
              "(default on; =false saves their cost)"),
     cl::init(true), cl::cat(category));
+static cl::opt<std::string> objectCache(
+    "object-cache",
+    cl::desc("cpu: keep the JIT's compiled object in this directory and link "
+             "it instead of compiling when the same lowered module is run "
+             "again on this host (the Python package's default: "
+             "~/.cache/linfuse); default: compile every time"),
+    cl::value_desc("dir"), cl::cat(category));
 static cl::opt<bool> verbose("verbose",
                              cl::desc("Print the stages as they run"),
                              cl::cat(category));
@@ -126,6 +133,7 @@ int main(int argc, char **argv) {
   options.optimize = !noOptimize;
   options.lower.cudaGraph = cudaGraph;
   options.lower.runtimeChecks = runtimeChecks;
+  options.objectCache = objectCache;
   if (verbose)
     options.progress = [](llvm::StringRef stage) {
       llvm::errs() << "linfuse-run: " << stage << "\n";

@@ -28,6 +28,9 @@
 
 namespace llvm {
 class Module;
+namespace orc {
+class LLJIT;
+} // namespace orc
 } // namespace llvm
 
 namespace mlir {
@@ -43,8 +46,15 @@ struct CompileOptions {
   LowerOptions lower;
   /// When set, what the passes did (optimize and lower) is added to it.
   PassReport *report = nullptr;
-  /// Called with each stage's name ("optimize", "lower", "jit") as it starts.
+  /// Called with each stage's name ("optimize", "lower", then "jit", or
+  /// "load" for an object from `objectCache`) as it starts.
   std::function<void(llvm::StringRef)> progress;
+  /// CPU: a directory of compiled objects (ObjectCache.h): the JIT's object
+  /// is stored there, and a later compilation of the same lowered module for
+  /// the same host links it instead of running LLVM again. Empty: LLVM runs
+  /// every time. defaultObjectCacheDirectory() is what linfuse's Python
+  /// package passes.
+  std::string objectCache;
 };
 
 /// An argument or result of the entry function as written (before lifting).
@@ -199,6 +209,8 @@ public:
   };
 
 private:
+  /// Fills `functions` from the code (compile()).
+  static llvm::Error lookUpFunctions(Executable &exe);
   Executable() = default;
 
   /// One result as the compiled code returned it: a memref descriptor
@@ -251,7 +263,10 @@ private:
     /// GEMMs may have read them as constant weights, at addresses the next
     /// code's may reuse, so every reordered copy goes with this code.
     bool embedsConstants = false;
+    /// The code: compiled by the engine, or an object from the cache
+    /// linked by a JIT of its own.
     std::unique_ptr<ExecutionEngine> engine;
+    std::unique_ptr<llvm::orc::LLJIT> linked;
     ~Code();
   };
   std::shared_ptr<Code> code;

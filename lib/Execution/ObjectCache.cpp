@@ -1,0 +1,236 @@
+//===- ObjectCache.cpp - JIT-compiled objects kept on disk ----------------===//
+
+#include "linfuse/Execution/ObjectCache.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/OperationSupport.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/ExecutionEngine/JITEventListener.h"
+#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
+#include "llvm/ExecutionEngine/Orc/RTDyldObjectLinkingLayer.h"
+#include "llvm/ExecutionEngine/SectionMemoryManager.h"
+#include "llvm/Support/BLAKE3.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::linfuse;
+
+/// Starts every entry; the format's version is part of it.
+static constexpr llvm::StringLiteral kMagic = "LNFOBJ01";
+static constexpr size_t kHashBytes = 32;
+
+namespace {
+/// A stream that hashes what is written to it, so that a module is hashed
+/// as it prints, never held as one string.
+class HashingStream : public llvm::raw_ostream {
+public:
+  HashingStream() { SetBuffered(); }
+  ~HashingStream() override { flush(); }
+  std::string hex() {
+    flush();
+    return llvm::toHex(hasher.final(), /*LowerCase=*/true);
+  }
+
+private:
+  void write_impl(const char *data, size_t size) override {
+    hasher.update(llvm::StringRef(data, size));
+    written += size;
+  }
+  uint64_t current_pos() const override { return written; }
+
+  llvm::BLAKE3 hasher;
+  uint64_t written = 0;
+};
+} // namespace
+
+/// The file holding the code that lowered the module (this library, or the
+/// tool or Python extension it is linked into), by path, size and time: a
+/// rebuilt compiler never reads its predecessor's objects.
+static std::string compilerIdentity() {
+  Dl_info info;
+  if (!dladdr(reinterpret_cast<void *>(&compilerIdentity), &info) ||
+      !info.dli_fname)
+    return "unknown";
+  llvm::sys::fs::file_status status;
+  if (llvm::sys::fs::status(info.dli_fname, status))
+    return info.dli_fname;
+  return std::string(info.dli_fname) + ":" + std::to_string(status.getSize()) +
+         ":" +
+         std::to_string(
+             status.getLastModificationTime().time_since_epoch().count());
+}
+
+void mlir::linfuse::numberPrivateGlobals(ModuleOp module) {
+  llvm::DenseMap<StringAttr, StringAttr> renamed;
+  unsigned next = 0;
+  for (auto global : module.getOps<LLVM::GlobalOp>()) {
+    if (global.getLinkage() != LLVM::Linkage::Private &&
+        global.getLinkage() != LLVM::Linkage::Internal)
+      continue;
+    auto name = StringAttr::get(module.getContext(),
+                                "__linfuse_private_" + llvm::Twine(next++));
+    renamed[global.getSymNameAttr()] = name;
+    global.setSymNameAttr(name);
+  }
+  if (renamed.empty())
+    return;
+  // Globals are read through their address only.
+  module.walk([&](LLVM::AddressOfOp use) {
+    if (auto to = renamed.lookup(use.getGlobalNameAttr().getAttr()))
+      use.setGlobalName(to.getValue());
+  });
+}
+
+std::string ObjectCache::key(ModuleOp module, const llvm::TargetMachine &host,
+                             unsigned optLevel) {
+  static const std::string compiler = compilerIdentity();
+  HashingStream os;
+  os << kMagic << '\0' << LLVM_VERSION_STRING << '\0' << compiler << '\0'
+     << host.getTargetTriple().str() << '\0' << host.getTargetCPU() << '\0'
+     << host.getTargetFeatureString() << '\0' << optLevel << '\0'
+     << int(host.getOptLevel()) << '\0';
+  // Everything printed: no elided constants or resources (a command-line
+  // flag of the embedding tool could otherwise elide them).
+  OpPrintingFlags flags;
+  flags.elideLargeElementsAttrs(std::numeric_limits<int64_t>::max())
+      .elideLargeResourceString(std::numeric_limits<int64_t>::max())
+      .assumeVerified();
+  module->print(os, flags);
+  return os.hex();
+}
+
+std::string ObjectCache::path(llvm::StringRef key) const {
+  llvm::SmallString<256> p(dir);
+  llvm::sys::path::append(p, key + ".o");
+  return std::string(p);
+}
+
+std::unique_ptr<llvm::MemoryBuffer>
+ObjectCache::load(llvm::StringRef key) const {
+  if (!enabled())
+    return nullptr;
+  std::string file = path(key);
+  auto buffer = llvm::MemoryBuffer::getFile(file, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return nullptr;
+  llvm::StringRef bytes = (*buffer)->getBuffer();
+  if (bytes.size() > kMagic.size() + kHashBytes && bytes.starts_with(kMagic)) {
+    llvm::StringRef hash = bytes.substr(kMagic.size(), kHashBytes);
+    llvm::StringRef object = bytes.drop_front(kMagic.size() + kHashBytes);
+    auto actual =
+        llvm::BLAKE3::hash<kHashBytes>(llvm::arrayRefFromStringRef(object));
+    if (hash == llvm::toStringRef(actual))
+      return llvm::MemoryBuffer::getMemBufferCopy(object, file);
+  }
+  // Damaged (a full disk, a foreign file): compiled and stored again.
+  llvm::sys::fs::remove(file);
+  return nullptr;
+}
+
+std::string ObjectCache::temporaryFile() const {
+  if (!enabled() || llvm::sys::fs::create_directories(dir))
+    return "";
+  llvm::SmallString<256> model(dir);
+  llvm::sys::path::append(model, "tmp-%%%%%%%%%%%%");
+  int fd;
+  llvm::SmallString<256> result;
+  if (llvm::sys::fs::createUniqueFile(model, fd, result))
+    return "";
+  llvm::sys::Process::SafelyCloseFileDescriptor(fd);
+  return std::string(result);
+}
+
+bool ObjectCache::store(llvm::StringRef key, llvm::StringRef object) const {
+  std::string temporary = temporaryFile();
+  if (temporary.empty())
+    return false;
+  bool written;
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(temporary, ec);
+    if (!ec) {
+      auto hash =
+          llvm::BLAKE3::hash<kHashBytes>(llvm::arrayRefFromStringRef(object));
+      os << kMagic << llvm::toStringRef(hash) << object;
+      os.close();
+    }
+    written = !ec && !os.has_error();
+    if (os.has_error())
+      os.clear_error();
+  }
+  // rename() replaces an entry another process wrote meanwhile: the same
+  // key, the same object.
+  if (!written || llvm::sys::fs::rename(temporary, path(key))) {
+    llvm::sys::fs::remove(temporary);
+    return false;
+  }
+  return true;
+}
+
+std::string mlir::linfuse::defaultObjectCacheDirectory() {
+  if (const char *use = std::getenv("LINFUSE_JIT_CACHE");
+      use && llvm::StringRef(use) == "0")
+    return "";
+  if (const char *dir = std::getenv("LINFUSE_CACHE_DIR"); dir && *dir)
+    return dir;
+  llvm::SmallString<256> p;
+  if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    p = xdg;
+  else if (llvm::sys::path::home_directory(p))
+    llvm::sys::path::append(p, ".cache");
+  else
+    return "";
+  llvm::sys::path::append(p, "linfuse");
+  return std::string(p);
+}
+
+llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>>
+mlir::linfuse::linkObject(std::unique_ptr<llvm::MemoryBuffer> object,
+                          const llvm::DataLayout &layout,
+                          llvm::ArrayRef<ExternalConstant> constants) {
+  using namespace llvm::orc;
+  // As the ExecutionEngine links what it compiles: RuntimeDyld, section
+  // memory of its own, the GDB listener (JIT'ed code in backtraces).
+  auto jit =
+      LLJITBuilder()
+          .setDataLayout(layout)
+          .setObjectLinkingLayerCreator(
+              [](ExecutionSession &session)
+                  -> llvm::Expected<std::unique_ptr<ObjectLayer>> {
+                auto layer = std::make_unique<RTDyldObjectLinkingLayer>(
+                    session, [](const llvm::MemoryBuffer &) {
+                      return std::make_unique<llvm::SectionMemoryManager>();
+                    });
+                layer->registerJITEventListener(
+                    *llvm::JITEventListener::createGDBRegistrationListener());
+                return layer;
+              })
+          .create();
+  if (!jit)
+    return jit.takeError();
+  JITDylib &main = (*jit)->getMainJITDylib();
+  auto process = DynamicLibrarySearchGenerator::GetForCurrentProcess(
+      layout.getGlobalPrefix());
+  if (!process)
+    return process.takeError();
+  main.addGenerator(std::move(*process));
+  SymbolMap symbols;
+  for (const ExternalConstant &c : constants)
+    symbols[(*jit)->mangleAndIntern(c.symbol)] = {
+        ExecutorAddr::fromPtr(c.data.get()), llvm::JITSymbolFlags::Exported};
+  if (!symbols.empty())
+    if (llvm::Error err = main.define(absoluteSymbols(std::move(symbols))))
+      return std::move(err);
+  if (llvm::Error err = (*jit)->addObjectFile(std::move(object)))
+    return std::move(err);
+  return std::move(*jit);
+}
