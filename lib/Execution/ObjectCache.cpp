@@ -26,6 +26,9 @@ using namespace mlir::linfuse;
 /// Starts every entry; the format's version is part of it.
 static constexpr llvm::StringLiteral kMagic = "LNFOBJ01";
 static constexpr size_t kHashBytes = 32;
+/// Entries kept (objects of a few tens of KB: ~100-200 MB); beyond, the
+/// least recently used quarter goes.
+static constexpr size_t kMaxEntries = 4096;
 
 namespace {
 /// A stream that hashes what is written to it, so that a module is hashed
@@ -128,8 +131,18 @@ ObjectCache::load(llvm::StringRef key) const {
     llvm::StringRef object = bytes.drop_front(kMagic.size() + kHashBytes);
     auto actual =
         llvm::BLAKE3::hash<kHashBytes>(llvm::arrayRefFromStringRef(object));
-    if (hash == llvm::toStringRef(actual))
+    if (hash == llvm::toStringRef(actual)) {
+      // Recently used: its modification time orders the eviction.
+      int fd;
+      if (!llvm::sys::fs::openFileForWrite(file, fd,
+                                           llvm::sys::fs::CD_OpenExisting,
+                                           llvm::sys::fs::OF_Append)) {
+        llvm::sys::fs::setLastAccessAndModificationTime(
+            fd, std::chrono::system_clock::now());
+        llvm::sys::Process::SafelyCloseFileDescriptor(fd);
+      }
       return llvm::MemoryBuffer::getMemBufferCopy(object, file);
+    }
   }
   // Damaged (a full disk, a foreign file): compiled and stored again.
   llvm::sys::fs::remove(file);
@@ -173,7 +186,26 @@ bool ObjectCache::store(llvm::StringRef key, llvm::StringRef object) const {
     llvm::sys::fs::remove(temporary);
     return false;
   }
+  evictLeastRecentlyUsed();
   return true;
+}
+
+void ObjectCache::evictLeastRecentlyUsed() const {
+  std::vector<std::pair<llvm::sys::TimePoint<>, std::string>> objects;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
+       it.increment(ec)) {
+    if (llvm::sys::path::extension(it->path()) != ".o")
+      continue;
+    llvm::sys::fs::file_status status;
+    if (!llvm::sys::fs::status(it->path(), status))
+      objects.push_back({status.getLastModificationTime(), it->path()});
+  }
+  if (objects.size() <= kMaxEntries)
+    return;
+  llvm::sort(objects);
+  for (size_t i = 0; i < objects.size() - kMaxEntries * 3 / 4; ++i)
+    llvm::sys::fs::remove(objects[i].second);
 }
 
 std::string mlir::linfuse::defaultObjectCacheDirectory() {

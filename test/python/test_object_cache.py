@@ -218,3 +218,23 @@ def test_a_model_compiled_again_links_every_partition(tmp_path, monkeypatch):
     for first, second in zip(compiled[0].partitions, compiled[1].partitions):
         assert not from_cache(first.function)
         assert from_cache(second.function)
+
+
+def test_the_least_recently_used_entries_go_beyond_4096(tmp_path):
+    cache = tmp_path / "jit"
+    linfuse.compile(SHARED, object_cache=str(cache))
+    (used,) = entries(cache)
+    cache.mkdir(exist_ok=True)
+    for i in range(4100):
+        stale = cache / f"{i:064x}.o"
+        stale.write_bytes(b"")
+        os.utime(stale, (1_000_000 + i, 1_000_000 + i))
+    os.utime(used, (900_000, 900_000))      # older than all, but used now:
+    assert from_cache(linfuse.compile(SHARED, object_cache=str(cache))["main"])
+    # A store (another module) evicts down to three quarters, oldest first.
+    linfuse.compile(SHARED, optimize=False, object_cache=str(cache))
+    left = entries(cache)
+    assert len(left) == 3072
+    assert used in left
+    assert (cache / f"{4099:064x}.o") in left
+    assert (cache / f"{0:064x}.o") not in left

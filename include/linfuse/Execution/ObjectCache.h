@@ -31,8 +31,8 @@ namespace mlir::linfuse {
 /// Entries are written under a temporary name and renamed, so processes
 /// compiling together never read half an entry. Every failure (a directory
 /// that cannot be written, a damaged entry) falls back to compiling: the
-/// cache never makes a compilation fail, and never grows by itself beyond
-/// one entry per distinct module and host.
+/// cache never makes a compilation fail. It holds at most a few thousand
+/// entries (the least recently used go first).
 class ObjectCache {
 public:
   /// An empty `directory` caches nothing (load() misses, store() does not).
@@ -57,6 +57,9 @@ public:
 
 private:
   std::string path(llvm::StringRef key) const;
+  /// Beyond kMaxEntries objects, removes the least recently stored or
+  /// loaded quarter (by modification time, which load() updates).
+  void evictLeastRecentlyUsed() const;
   std::string dir;
 };
 
