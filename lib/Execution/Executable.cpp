@@ -302,7 +302,7 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
     options.report->statistics.push_back(
         {"linfuse-jit", "bytes-bound-as-data", bytes});
   }
-  numberPrivateGlobals(module);
+  makeNamesDeterministic(module);
   // An object compiled before for this module and host: linked, not
   // compiled again (a damaged or unlinkable one is compiled over).
   ObjectCache cache(options.target == Target::CPU ? options.objectCache : "");
@@ -334,7 +334,15 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
   if (options.progress)
     options.progress("jit");
   engineOptions.enableObjectDump = cache.enabled();
-  auto engine = ExecutionEngine::create(module, engineOptions);
+  // The engine's code generator gets a target machine like the
+  // optimizer's (without one it makes its own at the default level,
+  // whatever jitCodeGenOptLevel says): what the object cache's key records.
+  auto codegenMachine = machineBuilder->createTargetMachine();
+  if (!codegenMachine)
+    return makeError("no JIT target machine for this host: " +
+                     llvm::toString(codegenMachine.takeError()));
+  auto engine = ExecutionEngine::create(module, engineOptions,
+                                        std::move(*codegenMachine));
   if (!engine) {
     std::string msg = llvm::toString(engine.takeError());
     return makeError("JIT compilation failed: " + msg);

@@ -3,22 +3,35 @@
 #include "linfuse/Execution/ObjectCache.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/AttrTypeSubElements.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/OperationSupport.h"
+#include "mlir/Target/LLVMIR/ModuleTranslation.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/ExecutionEngine/JITEventListener.h"
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/ExecutionEngine/Orc/RTDyldObjectLinkingLayer.h"
 #include "llvm/ExecutionEngine/SectionMemoryManager.h"
 #include "llvm/Support/BLAKE3.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
 
 #include <dlfcn.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <limits>
+#include <vector>
 
 using namespace mlir;
 using namespace mlir::linfuse;
@@ -54,13 +67,12 @@ private:
 };
 } // namespace
 
-/// The file holding the code that lowered the module (this library, or the
-/// tool or Python extension it is linked into), by path, size and time: a
-/// rebuilt compiler never reads its predecessor's objects.
-static std::string compilerIdentity() {
+/// The file holding `code`, by path, size and time: a rebuilt compiler
+/// (this library, or the tool or Python extension it is linked into) or an
+/// upgraded libLLVM / libMLIR never reads its predecessor's objects.
+static std::string fileIdentity(const void *code) {
   Dl_info info;
-  if (!dladdr(reinterpret_cast<void *>(&compilerIdentity), &info) ||
-      !info.dli_fname)
+  if (!dladdr(code, &info) || !info.dli_fname)
     return "unknown";
   llvm::sys::fs::file_status status;
   if (llvm::sys::fs::status(info.dli_fname, status))
@@ -71,40 +83,63 @@ static std::string compilerIdentity() {
              status.getLastModificationTime().time_since_epoch().count());
 }
 
-void mlir::linfuse::numberPrivateGlobals(ModuleOp module) {
-  llvm::DenseMap<StringAttr, StringAttr> renamed;
+void mlir::linfuse::makeNamesDeterministic(ModuleOp module) {
+  MLIRContext *ctx = module.getContext();
+  llvm::DenseMap<Attribute, Attribute> renamed;
   unsigned next = 0;
   for (auto global : module.getOps<LLVM::GlobalOp>()) {
     if (global.getLinkage() != LLVM::Linkage::Private &&
         global.getLinkage() != LLVM::Linkage::Internal)
       continue;
-    auto name = StringAttr::get(module.getContext(),
-                                "__linfuse_private_" + llvm::Twine(next++));
-    renamed[global.getSymNameAttr()] = name;
+    auto name =
+        StringAttr::get(ctx, "__linfuse_private_" + llvm::Twine(next++));
+    renamed[FlatSymbolRefAttr::get(global.getSymNameAttr())] =
+        FlatSymbolRefAttr::get(name);
     global.setSymNameAttr(name);
   }
-  if (renamed.empty())
-    return;
-  // Globals are read through their address only.
-  module.walk([&](LLVM::AddressOfOp use) {
-    if (auto to = renamed.lookup(use.getGlobalNameAttr().getAttr()))
-      use.setGlobalName(to.getValue());
-  });
+  AttrTypeReplacer replacer;
+  // Every reference to a renamed global (llvm.mlir.addressof, and any
+  // other attribute that names one).
+  replacer.addReplacement(
+      [&](FlatSymbolRefAttr ref) -> std::optional<Attribute> {
+        if (Attribute to = renamed.lookup(ref))
+          return to;
+        return std::nullopt;
+      });
+  // The weights folded at compile time below the size bound as data are
+  // `dense_resource<linfuse_weight_N>`, N counted across the process: the
+  // same bytes as dense elements. (Byte-sized elements only: i1 elements
+  // are packed differently in the two forms; such a blob keeps its name.)
+  replacer.addReplacement(
+      [](DenseResourceElementsAttr attr) -> std::optional<Attribute> {
+        AsmResourceBlob *blob = attr.getRawHandle().getBlob();
+        if (!blob || attr.getType().getElementTypeBitWidth() % 8 != 0)
+          return std::nullopt;
+        return DenseElementsAttr::getFromRawBuffer(attr.getType(),
+                                                   blob->getData());
+      });
+  replacer.recursivelyReplaceElementsIn(module, /*replaceAttrs=*/true);
 }
 
 std::string ObjectCache::key(ModuleOp module, const llvm::TargetMachine &host,
                              unsigned optLevel) {
-  static const std::string compiler = compilerIdentity();
+  static const std::string compiler =
+      fileIdentity(reinterpret_cast<const void *>(&fileIdentity)) + '\0' +
+      fileIdentity(reinterpret_cast<const void *>(&llvm::sys::getHostCPUName)) +
+      '\0' +
+      fileIdentity(reinterpret_cast<const void *>(&translateModuleToLLVMIR));
   HashingStream os;
   os << kMagic << '\0' << LLVM_VERSION_STRING << '\0' << compiler << '\0'
      << host.getTargetTriple().str() << '\0' << host.getTargetCPU() << '\0'
      << host.getTargetFeatureString() << '\0' << optLevel << '\0'
      << int(host.getOptLevel()) << '\0';
-  // Everything printed: no elided constants or resources (a command-line
-  // flag of the embedding tool could otherwise elide them).
+  // Everything printed: no elided constants, resources printed (command-line
+  // flags of the embedding tool, --mlir-elide-* or --mlir-print-local-scope,
+  // could otherwise leave bytes out of the key).
   OpPrintingFlags flags;
   flags.elideLargeElementsAttrs(std::numeric_limits<int64_t>::max())
       .elideLargeResourceString(std::numeric_limits<int64_t>::max())
+      .useLocalScope(false)
       .assumeVerified();
   module->print(os, flags);
   return os.hex();
@@ -150,7 +185,9 @@ ObjectCache::load(llvm::StringRef key) const {
 }
 
 std::string ObjectCache::temporaryFile() const {
-  if (!enabled() || llvm::sys::fs::create_directories(dir))
+  // The objects are run: a directory the cache makes is the user's alone.
+  if (!enabled() || llvm::sys::fs::create_directories(
+                        dir, /*IgnoreExisting=*/true, llvm::sys::fs::owner_all))
     return "";
   llvm::SmallString<256> model(dir);
   llvm::sys::path::append(model, "tmp-%%%%%%%%%%%%");
@@ -193,13 +230,18 @@ bool ObjectCache::store(llvm::StringRef key, llvm::StringRef object) const {
 void ObjectCache::evictLeastRecentlyUsed() const {
   std::vector<std::pair<llvm::sys::TimePoint<>, std::string>> objects;
   std::error_code ec;
+  auto anHourAgo = std::chrono::system_clock::now() - std::chrono::hours(1);
   for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
        it.increment(ec)) {
-    if (llvm::sys::path::extension(it->path()) != ".o")
-      continue;
     llvm::sys::fs::file_status status;
-    if (!llvm::sys::fs::status(it->path(), status))
+    if (llvm::sys::fs::status(it->path(), status))
+      continue;
+    llvm::StringRef name = llvm::sys::path::filename(it->path());
+    if (name.ends_with(".o"))
       objects.push_back({status.getLastModificationTime(), it->path()});
+    else if (name.starts_with("tmp-") &&
+             status.getLastModificationTime() < anHourAgo)
+      llvm::sys::fs::remove(it->path()); // a writer that died
   }
   if (objects.size() <= kMaxEntries)
     return;
@@ -244,11 +286,18 @@ mlir::linfuse::linkObject(std::unique_ptr<llvm::MemoryBuffer> object,
                     });
                 layer->registerJITEventListener(
                     *llvm::JITEventListener::createGDBRegistrationListener());
+                if (auto *perf =
+                        llvm::JITEventListener::createPerfJITEventListener())
+                  layer->registerJITEventListener(*perf);
                 return layer;
               })
           .create();
   if (!jit)
     return jit.takeError();
+  // A link that fails (an object that passed its hash but does not fit
+  // this process) is the caller's error, compiled over: nothing on stderr.
+  (*jit)->getExecutionSession().setErrorReporter(
+      [](llvm::Error err) { llvm::consumeError(std::move(err)); });
   JITDylib &main = (*jit)->getMainJITDylib();
   auto process = DynamicLibrarySearchGenerator::GetForCurrentProcess(
       layout.getGlobalPrefix());

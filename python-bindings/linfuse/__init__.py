@@ -256,7 +256,7 @@ class Module:
 def compile(ir: str, target: str = "cpu", *, optimize: bool = True,
             entry: str | Sequence[str] | None = None,
             cuda_graph: bool = False, runtime_checks: bool = True,
-            object_cache: str | None = None) -> Module:
+            object_cache: str | os.PathLike | None = None) -> Module:
     """Optimizes, lowers and JIT-compiles the public functions of `ir`
     (or only `entry`) for `target` ("cpu", or "cuda" in builds with CUDA).
 
@@ -286,7 +286,8 @@ def compile(ir: str, target: str = "cpu", *, optimize: bool = True,
         raise Error("the module has no public function with a body")
     functions = {name: Function(_linfuse.CompiledFunction(ir, name, target, optimize,
                                                           cuda_graph, runtime_checks,
-                                                          object_cache),
+                                                          None if object_cache is None
+                                                          else os.fspath(object_cache)),
                                 optimize)
                  for name in names}
     return Module(functions, target)

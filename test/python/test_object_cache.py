@@ -238,3 +238,64 @@ def test_the_least_recently_used_entries_go_beyond_4096(tmp_path):
     assert used in left
     assert (cache / f"{4099:064x}.o") in left
     assert (cache / f"{0:064x}.o") not in left
+
+
+class SharedInput(torch.nn.Module):
+    """Two projections of x: merged, their weights concatenated at compile
+    time into a 22 KiB constant (below the 64 KiB bound as data)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(64, 48, bias=False)
+        self.b = torch.nn.Linear(64, 40, bias=False)
+
+    def forward(self, x):
+        return self.a(x), torch.tanh(self.b(x))
+
+
+def test_weights_folded_at_compile_time_do_not_change_the_key(tmp_path):
+    # The folded constant is a dense_resource named from a process-wide
+    # counter (linfuse_weight_N): the same model must still hit.
+    cache = str(tmp_path / "jit")
+    x = torch.randn(3, 64)
+    hits = []
+    for _ in range(3):
+        torch.manual_seed(0)
+        model = SharedInput().eval()
+        ep, imported = lt.export_and_import(model, (x,), weights="constants")
+        fn = linfuse.compile(imported.ir, entry=imported.func_name,
+                             object_cache=cache)[imported.func_name]
+        assert fn.report.statistics["linfuse-merge-parallel-matmuls"]["matmuls-removed"] == 1
+        hits.append(from_cache(fn))
+        with torch.no_grad():
+            expected = model(x)
+        for got, want in zip(fn(x.numpy()), expected):
+            np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-4)
+    assert hits == [False, True, True]
+    assert len(entries(tmp_path / "jit")) == 1
+
+
+def test_an_entry_that_does_not_link_is_compiled_over_silently(tmp_path, capfd):
+    # A whole, hash-checked entry holding another function's object (no
+    # @main in it): the link fails, nothing is printed, the function is
+    # compiled and its own object replaces the entry.
+    cache = tmp_path / "jit"
+    linfuse.compile(SHARED, object_cache=str(cache))
+    (mine,) = entries(cache)
+    good = mine.read_bytes()
+    linfuse.compile(SHARED.replace("@main", "@other"), object_cache=str(cache))
+    (other,) = [p for p in entries(cache) if p != mine]
+    mine.write_bytes(other.read_bytes())
+    capfd.readouterr()
+    fn = linfuse.compile(SHARED, object_cache=str(cache))["main"]
+    assert not from_cache(fn)
+    check_shared(fn)
+    assert capfd.readouterr().err == ""
+    assert mine.read_bytes() == good
+
+
+def test_the_directory_it_makes_is_the_users_alone(tmp_path):
+    cache = tmp_path / "new" / "jit"
+    linfuse.compile(SHARED, object_cache=cache)          # a PathLike too
+    assert (cache.stat().st_mode & 0o777) == 0o700
+    assert len(entries(cache)) == 1

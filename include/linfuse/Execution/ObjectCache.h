@@ -14,12 +14,19 @@
 #include "linfuse/Execution/Lowering.h"
 
 #include "mlir/IR/BuiltinOps.h"
-#include "llvm/ExecutionEngine/Orc/LLJIT.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Target/TargetMachine.h"
+#include "llvm/Support/Error.h"
 
 #include <memory>
 #include <string>
+
+namespace llvm {
+class DataLayout;
+class MemoryBuffer;
+class TargetMachine;
+namespace orc {
+class LLJIT;
+} // namespace orc
+} // namespace llvm
 
 namespace mlir::linfuse {
 
@@ -63,11 +70,14 @@ private:
   std::string dir;
 };
 
-/// Renames the `llvm.mlir.global`s of `module` (LLVM dialect) with private
-/// or internal linkage in the order they appear, so that equal modules print
-/// equally: upstream's assertion lowering numbers its messages' globals across
-/// the process.
-void numberPrivateGlobals(ModuleOp module);
+/// Gives what is named by process-wide counters in the LLVM-dialect
+/// `module` names of the module's own, so that equal modules print equally
+/// (and compile to the same object): private and internal globals are
+/// numbered in the order they appear (upstream's assertion lowering numbers
+/// its messages across the process), and the `dense_resource` blobs left in
+/// it (weights folded at compile time, `linfuse_weight_N`) become dense
+/// elements of the same bytes.
+void makeNamesDeterministic(ModuleOp module);
 
 /// Where compiled objects are kept unless the caller says otherwise:
 /// $LINFUSE_CACHE_DIR, else $XDG_CACHE_HOME/linfuse, else ~/.cache/linfuse;
