@@ -121,8 +121,10 @@ static std::vector<std::vector<unsigned>> rowConcatenations(func::FuncOp pack) {
   return groups;
 }
 
-/// LLVM's optimization level for the JIT (part of the object cache's key).
+/// LLVM's optimization level for the JIT (part of the object cache's key,
+/// kObjectSalt).
 static constexpr unsigned kOptLevel = 3;
+static constexpr llvm::StringLiteral kObjectSalt = "object, LLVM O3";
 
 /// Looks up the packed entry points (`_mlir_ciface_<name>`) of the entry
 /// and the packing function in `exe`'s code: its engine, or the JIT that
@@ -153,18 +155,20 @@ llvm::Error Executable::lookUpFunctions(Executable &exe) {
 
 /// Stores the object `engine` compiled (it keeps a copy: enableObjectDump)
 /// under `key`; best effort, as every cache write.
-static void storeObject(const ObjectCache &cache, llvm::StringRef key,
+static bool storeObject(const ObjectCache &cache, llvm::StringRef key,
                         ExecutionEngine &engine) {
   std::string file = cache.temporaryFile();
   if (file.empty())
-    return;
+    return false;
   engine.dumpToObjectFile(file);
+  bool stored = false;
   if (auto object =
           llvm::MemoryBuffer::getFile(file, /*IsText=*/false,
                                       /*RequiresNullTerminator=*/false);
       object && (*object)->getBufferSize() > 0)
-    cache.store(key, (*object)->getBuffer());
+    stored = cache.store(key, (*object)->getBuffer());
   llvm::sys::fs::remove(file);
+  return stored;
 }
 
 llvm::Expected<std::unique_ptr<Executable>>
@@ -195,6 +199,43 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
     if (!type)
       return type.takeError();
     exe->resultTypes.push_back(*type);
+  }
+
+  static std::once_flag nativeTarget;
+  std::call_once(nativeTarget, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    makeRuntimeVisibleToJit();
+  });
+  DialectRegistry registry;
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  ctx->appendDialectRegistry(registry);
+  // The optimizer needs the host's target machine: without it LLVM's cost
+  // model knows no vector registers and the element-wise loops (norms,
+  // activations, casts) stay scalar. The engine runs the transformer when
+  // code is first looked up, after create() returns, so the lambda owns it.
+  auto machineBuilder = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!machineBuilder)
+    return makeError("no JIT target for this host: " +
+                     llvm::toString(machineBuilder.takeError()));
+  machineBuilder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  auto machine = machineBuilder->createTargetMachine();
+  if (!machine)
+    return makeError("no JIT target machine for this host: " +
+                     llvm::toString(machine.takeError()));
+  std::shared_ptr<llvm::TargetMachine> host = std::move(*machine);
+  // A function compiled before from the same module, entry and options for
+  // this host: its object linked, what the passes found restored.
+  ObjectCache cache(options.target == Target::CPU ? options.objectCache : "");
+  size_t remarksBefore = options.report ? options.report->remarks.size() : 0;
+  size_t statisticsBefore =
+      options.report ? options.report->statistics.size() : 0;
+  std::string functionKey;
+  if (cache.enabled()) {
+    functionKey = cacheKey(module, entry, options, *host);
+    if (exe->restore(cache, functionKey, *host, options))
+      return exe;
   }
 
   // Only the entry is compiled: the other public functions become private,
@@ -249,30 +290,6 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
         if (n >= 0 && size_t(n) < exe->gemmOnlyWeights.size())
           exe->gemmOnlyWeights[n] = true;
 
-  static std::once_flag nativeTarget;
-  std::call_once(nativeTarget, [] {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-    makeRuntimeVisibleToJit();
-  });
-  DialectRegistry registry;
-  registerBuiltinDialectTranslation(registry);
-  registerLLVMDialectTranslation(registry);
-  ctx->appendDialectRegistry(registry);
-  // The optimizer needs the host's target machine: without it LLVM's cost
-  // model knows no vector registers and the element-wise loops (norms,
-  // activations, casts) stay scalar. The engine runs the transformer when
-  // code is first looked up, after create() returns, so the lambda owns it.
-  auto machineBuilder = llvm::orc::JITTargetMachineBuilder::detectHost();
-  if (!machineBuilder)
-    return makeError("no JIT target for this host: " +
-                     llvm::toString(machineBuilder.takeError()));
-  machineBuilder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
-  auto machine = machineBuilder->createTargetMachine();
-  if (!machine)
-    return makeError("no JIT target machine for this host: " +
-                     llvm::toString(machine.takeError()));
-  std::shared_ptr<llvm::TargetMachine> host = std::move(*machine);
   ExecutionEngineOptions engineOptions;
   engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
   exe->code = std::make_shared<Code>();
@@ -305,10 +322,9 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
   makeNamesDeterministic(module);
   // An object compiled before for this module and host: linked, not
   // compiled again (a damaged or unlinkable one is compiled over).
-  ObjectCache cache(options.target == Target::CPU ? options.objectCache : "");
   std::string key;
   if (cache.enabled()) {
-    key = ObjectCache::key(module, *host, kOptLevel);
+    key = ObjectCache::key(module, *host, kObjectSalt);
     if (auto object = cache.load(key)) {
       if (options.progress)
         options.progress("load");
@@ -321,6 +337,8 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
           exe->functions.clear();
           code.linked.reset();
         } else {
+          exe->remember(cache, functionKey, key, options.report, remarksBefore,
+                        statisticsBefore);
           if (options.report)
             options.report->statistics.push_back(
                 {"linfuse-jit", "objects-from-cache", 1});
@@ -363,8 +381,9 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
   // most of the time) and the first call is as fast as the next ones.
   if (llvm::Error err = lookUpFunctions(*exe))
     return std::move(err);
-  if (cache.enabled())
-    storeObject(cache, key, *code.engine);
+  if (cache.enabled() && storeObject(cache, key, *code.engine))
+    exe->remember(cache, functionKey, key, options.report, remarksBefore,
+                  statisticsBefore);
   return exe;
 }
 

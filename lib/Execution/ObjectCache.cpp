@@ -122,7 +122,7 @@ void mlir::linfuse::makeNamesDeterministic(ModuleOp module) {
 }
 
 std::string ObjectCache::key(ModuleOp module, const llvm::TargetMachine &host,
-                             unsigned optLevel) {
+                             llvm::StringRef salt, bool withLocations) {
   static const std::string compiler =
       fileIdentity(reinterpret_cast<const void *>(&fileIdentity)) + '\0' +
       fileIdentity(reinterpret_cast<const void *>(&llvm::sys::getHostCPUName)) +
@@ -131,8 +131,8 @@ std::string ObjectCache::key(ModuleOp module, const llvm::TargetMachine &host,
   HashingStream os;
   os << kMagic << '\0' << LLVM_VERSION_STRING << '\0' << compiler << '\0'
      << host.getTargetTriple().str() << '\0' << host.getTargetCPU() << '\0'
-     << host.getTargetFeatureString() << '\0' << optLevel << '\0'
-     << int(host.getOptLevel()) << '\0';
+     << host.getTargetFeatureString() << '\0' << int(host.getOptLevel()) << '\0'
+     << salt << '\0';
   // Everything printed: no elided constants, resources printed (command-line
   // flags of the embedding tool, --mlir-elide-* or --mlir-print-local-scope,
   // could otherwise leave bytes out of the key).
@@ -140,22 +140,23 @@ std::string ObjectCache::key(ModuleOp module, const llvm::TargetMachine &host,
   flags.elideLargeElementsAttrs(std::numeric_limits<int64_t>::max())
       .elideLargeResourceString(std::numeric_limits<int64_t>::max())
       .useLocalScope(false)
+      .enableDebugInfo(withLocations, /*prettyForm=*/false)
       .assumeVerified();
   module->print(os, flags);
   return os.hex();
 }
 
-std::string ObjectCache::path(llvm::StringRef key) const {
+std::string ObjectCache::path(llvm::StringRef key, llvm::StringRef kind) const {
   llvm::SmallString<256> p(dir);
-  llvm::sys::path::append(p, key + ".o");
+  llvm::sys::path::append(p, key + kind);
   return std::string(p);
 }
 
 std::unique_ptr<llvm::MemoryBuffer>
-ObjectCache::load(llvm::StringRef key) const {
+ObjectCache::load(llvm::StringRef key, llvm::StringRef kind) const {
   if (!enabled())
     return nullptr;
-  std::string file = path(key);
+  std::string file = path(key, kind);
   auto buffer = llvm::MemoryBuffer::getFile(file, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!buffer)
@@ -199,7 +200,8 @@ std::string ObjectCache::temporaryFile() const {
   return std::string(result);
 }
 
-bool ObjectCache::store(llvm::StringRef key, llvm::StringRef object) const {
+bool ObjectCache::store(llvm::StringRef key, llvm::StringRef bytes,
+                        llvm::StringRef kind) const {
   std::string temporary = temporaryFile();
   if (temporary.empty())
     return false;
@@ -209,8 +211,8 @@ bool ObjectCache::store(llvm::StringRef key, llvm::StringRef object) const {
     llvm::raw_fd_ostream os(temporary, ec);
     if (!ec) {
       auto hash =
-          llvm::BLAKE3::hash<kHashBytes>(llvm::arrayRefFromStringRef(object));
-      os << kMagic << llvm::toStringRef(hash) << object;
+          llvm::BLAKE3::hash<kHashBytes>(llvm::arrayRefFromStringRef(bytes));
+      os << kMagic << llvm::toStringRef(hash) << bytes;
       os.close();
     }
     written = !ec && !os.has_error();
@@ -219,7 +221,7 @@ bool ObjectCache::store(llvm::StringRef key, llvm::StringRef object) const {
   }
   // rename() replaces an entry another process wrote meanwhile: the same
   // key, the same object.
-  if (!written || llvm::sys::fs::rename(temporary, path(key))) {
+  if (!written || llvm::sys::fs::rename(temporary, path(key, kind))) {
     llvm::sys::fs::remove(temporary);
     return false;
   }
@@ -237,7 +239,7 @@ void ObjectCache::evictLeastRecentlyUsed() const {
     if (llvm::sys::fs::status(it->path(), status))
       continue;
     llvm::StringRef name = llvm::sys::path::filename(it->path());
-    if (name.ends_with(".o"))
+    if (name.ends_with(kObject) || name.ends_with(kFunction))
       objects.push_back({status.getLastModificationTime(), it->path()});
     else if (name.starts_with("tmp-") &&
              status.getLastModificationTime() < anHourAgo)

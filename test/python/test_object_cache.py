@@ -1,8 +1,9 @@
 """JIT-compiled objects kept on disk (`object_cache`, ~/.cache/linfuse by
-default): a second compilation of the same lowered module links the stored
-object instead of running LLVM, with the same results; the weights it reads
-are the new compilation's; a damaged, foreign or unwritable cache only means
-compiling again (issue 19: compile time)."""
+default): a second compilation of the same function links the stored
+object instead of running LLVM (and, keyed on the module as given, skips
+linfuse's passes too, restoring what they reported), with the same results;
+the weights it reads are the new compilation's; a damaged, foreign or
+unwritable cache only means compiling again (issue 19: compile time)."""
 
 import os
 import pathlib
@@ -47,8 +48,13 @@ def from_cache(fn: linfuse.Function) -> bool:
     return fn.report.statistics.get("linfuse-jit", {}).get("objects-from-cache") == 1
 
 
-def entries(cache: pathlib.Path) -> list[pathlib.Path]:
-    return sorted(cache.glob("*.o")) if cache.is_dir() else []
+def entries(cache: pathlib.Path, kind: str = "o") -> list[pathlib.Path]:
+    """The objects (`kind` "o") or the compiled functions ("fn") stored."""
+    return sorted(cache.glob(f"*.{kind}")) if cache.is_dir() else []
+
+
+def remarks(fn: linfuse.Function) -> list[str]:
+    return [str(r) for r in fn.report.remarks]
 
 
 def check_shared(fn: linfuse.Function, seed: int = 0) -> None:
@@ -69,22 +75,30 @@ def test_second_compilation_links_the_stored_object(tmp_path):
     cache = tmp_path / "jit"
     first = linfuse.compile(SHARED, object_cache=str(cache))["main"]
     assert not from_cache(first)
-    assert len(entries(cache)) == 1
+    assert len(entries(cache)) == 1 and len(entries(cache, "fn")) == 1
     # No temporary file is left behind.
-    assert [p.name for p in cache.iterdir()] == [entries(cache)[0].name]
+    assert sorted(cache.iterdir()) == sorted(entries(cache) + entries(cache, "fn"))
     second = linfuse.compile(SHARED, object_cache=str(cache))["main"]
     assert from_cache(second)
-    assert len(entries(cache)) == 1
+    assert len(entries(cache)) == 1 and len(entries(cache, "fn")) == 1
     check_shared(first)
     check_shared(second, seed=1)
-    # What was merged is reported either way (the passes ran).
+    # What the passes found is reported and kept either way: the merge's
+    # remarks (with their locations) and counters, the packed weights.
     assert second.report.statistics["linfuse-merge-parallel-matmuls"] == \
         first.report.statistics["linfuse-merge-parallel-matmuls"]
-    # Another module (the reference, unmerged) is another entry.
-    reference = linfuse.compile(SHARED, optimize=False, object_cache=str(cache))["main"]
-    assert not from_cache(reference)
-    assert len(entries(cache)) == 2
-    check_shared(reference)
+    assert remarks(second) == remarks(first) and any("merged" in r for r in remarks(first))
+    stats = {k: v for k, v in second.report.statistics.items() if k != "linfuse-jit"}
+    assert stats == {k: v for k, v in first.report.statistics.items() if k != "linfuse-jit"}
+    assert second.concatenated_weights == first.concatenated_weights
+    assert second.arguments == first.arguments and second.results == first.results
+    # Other options and another module are other entries: the reference
+    # (unmerged), no run-time checks, another entry's name.
+    for options in ({"optimize": False}, {"runtime_checks": False}):
+        other = linfuse.compile(SHARED, object_cache=str(cache), **options)["main"]
+        assert not from_cache(other)
+        check_shared(other)
+    assert len(entries(cache, "fn")) == 3
 
 
 def test_another_process_links_the_stored_object(tmp_path):
@@ -126,6 +140,9 @@ def test_linked_code_reads_the_new_compilations_constants(tmp_path):
                              object_cache=cache)[imported.func_name]
         assert fn.report.statistics["linfuse-jit"]["constants-bound-as-data"] >= 1
         assert from_cache(fn) == (seed == 1)
+        # Constants bound by address come from the passes: only the object
+        # is stored, never the function.
+        assert entries(tmp_path / "jit", "fn") == []
         with torch.no_grad():
             expected = model(x).numpy()
         out = fn(x.numpy())
@@ -159,6 +176,27 @@ def test_a_damaged_entry_is_compiled_again(tmp_path, damage):
     assert from_cache(linfuse.compile(SHARED, object_cache=str(cache))["main"])
 
 
+@pytest.mark.parametrize("damage", ["garbage", "flipped"])
+def test_a_damaged_function_entry_is_compiled_again(tmp_path, damage):
+    # The function's entry (what the passes found) damaged: the passes run
+    # again, the object is still linked from the cache, the entry rewritten.
+    cache = tmp_path / "jit"
+    first = linfuse.compile(SHARED, object_cache=str(cache))["main"]
+    (entry,) = entries(cache, "fn")
+    data = entry.read_bytes()
+    if damage == "garbage":
+        entry.write_bytes(os.urandom(len(data)))
+    else:
+        flipped = bytearray(data)
+        flipped[-3] ^= 0x01
+        entry.write_bytes(bytes(flipped))
+    again = linfuse.compile(SHARED, object_cache=str(cache))["main"]
+    assert from_cache(again)          # the object, linked
+    assert remarks(again) == remarks(first)
+    check_shared(again)
+    assert entry.read_bytes() == data
+
+
 def test_no_cache_when_it_cannot_be_written_or_is_off(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
@@ -190,8 +228,9 @@ def test_threads_compiling_one_module_at_once(tmp_path):
     assert not errors
     for i, fn in enumerate(fns):
         check_shared(fn, seed=i)
-    assert len(entries(pathlib.Path(cache))) == 1
-    assert [p.name for p in pathlib.Path(cache).iterdir()] == [entries(pathlib.Path(cache))[0].name]
+    stored = entries(pathlib.Path(cache)) + entries(pathlib.Path(cache), "fn")
+    assert len(stored) == 2
+    assert sorted(pathlib.Path(cache).iterdir()) == sorted(stored)
 
 
 def test_a_model_compiled_again_links_every_partition(tmp_path, monkeypatch):
@@ -229,13 +268,16 @@ def test_the_least_recently_used_entries_go_beyond_4096(tmp_path):
         stale = cache / f"{i:064x}.o"
         stale.write_bytes(b"")
         os.utime(stale, (1_000_000 + i, 1_000_000 + i))
-    os.utime(used, (900_000, 900_000))      # older than all, but used now:
+    (function,) = entries(cache, "fn")
+    for old in (used, function):            # older than all, but used now:
+        os.utime(old, (900_000, 900_000))
     assert from_cache(linfuse.compile(SHARED, object_cache=str(cache))["main"])
-    # A store (another module) evicts down to three quarters, oldest first.
+    # A store (another function: its object, then its entry) evicts down to
+    # three quarters of 4096, oldest first; the second store is then below.
     linfuse.compile(SHARED, optimize=False, object_cache=str(cache))
-    left = entries(cache)
-    assert len(left) == 3072
-    assert used in left
+    left = entries(cache) + entries(cache, "fn")
+    assert len(left) == 3072 + 1
+    assert used in left and function in left
     assert (cache / f"{4099:064x}.o") in left
     assert (cache / f"{0:064x}.o") not in left
 

@@ -28,6 +28,7 @@
 
 namespace llvm {
 class Module;
+class TargetMachine;
 namespace orc {
 class LLJIT;
 } // namespace orc
@@ -36,6 +37,7 @@ class LLJIT;
 namespace mlir {
 class ExecutionEngine;
 namespace linfuse {
+class ObjectCache;
 
 struct CompileOptions {
   Target target = Target::CPU;
@@ -46,14 +48,16 @@ struct CompileOptions {
   LowerOptions lower;
   /// When set, what the passes did (optimize and lower) is added to it.
   PassReport *report = nullptr;
-  /// Called with each stage's name ("optimize", "lower", then "jit", or
-  /// "load" for an object from `objectCache`) as it starts.
+  /// Called with each stage's name as it starts: "optimize", "lower", then
+  /// "jit", or "load" for an object from `objectCache` (only "load" when
+  /// the whole function came from it).
   std::function<void(llvm::StringRef)> progress;
-  /// CPU: a directory of compiled objects (ObjectCache.h): the JIT's object
-  /// is stored there, and a later compilation of the same lowered module for
-  /// the same host links it instead of running LLVM again. Empty: LLVM runs
-  /// every time. defaultObjectCacheDirectory() is what linfuse's Python
-  /// package passes.
+  /// CPU: a directory of compiled code (ObjectCache.h). The JIT's object
+  /// is stored under a key of the lowered module, and what the passes found
+  /// (the report, the packing function) under a key of the module as given:
+  /// compiling the same function again for this host links the object
+  /// without running the passes or LLVM. Empty: everything runs every time.
+  /// defaultObjectCacheDirectory() is what linfuse's Python package passes.
   std::string objectCache;
 };
 
@@ -211,6 +215,26 @@ public:
 private:
   /// Fills `functions` from the code (compile()).
   static llvm::Error lookUpFunctions(Executable &exe);
+
+  // A compiled function in the object cache (ExecutableCache.cpp): its
+  // object under the lowered module's key, and under a key of the module
+  // as given (cacheKey) what the passes found: the packing function, the
+  // packed weights' types and groups, the GEMM-only weights, the report.
+  static std::string cacheKey(ModuleOp module, llvm::StringRef entry,
+                              const CompileOptions &options,
+                              const llvm::TargetMachine &host);
+  /// Makes this executable the function stored under `key` (its object
+  /// linked, the report's remarks and counters added to options.report);
+  /// false, and this executable as it was, when there is none or it fails.
+  bool restore(const ObjectCache &cache, llvm::StringRef key,
+               const llvm::TargetMachine &host, const CompileOptions &options);
+  /// Stores what restore() needs under `key`, its object being stored under
+  /// `objectKey`: not for code that binds constants by address (their bytes
+  /// come from the passes). `report`'s entries from the given indices on are
+  /// this compilation's.
+  void remember(const ObjectCache &cache, llvm::StringRef key,
+                llvm::StringRef objectKey, const PassReport *report,
+                size_t firstRemark, size_t firstStatistic) const;
   Executable() = default;
 
   /// One result as the compiled code returned it: a memref descriptor

@@ -47,24 +47,32 @@ public:
 
   bool enabled() const { return !dir.empty(); }
 
-  /// The key of `module` compiled with `optLevel` for `host`.
+  /// The kinds of entry: an object (`<key>.o`), and what a compiled
+  /// function is besides its object (`<key>.fn`, Executable's).
+  static constexpr llvm::StringLiteral kObject = ".o", kFunction = ".fn";
+
+  /// The key of `module` compiled for `host`; `salt` says what else decides
+  /// the entry (optimization levels, options, the entry's name).
+  /// `withLocations` prints them too (when what is stored names them).
   static std::string key(ModuleOp module, const llvm::TargetMachine &host,
-                         unsigned optLevel);
+                         llvm::StringRef salt, bool withLocations = false);
 
-  /// The object stored under `key`; null when there is none or it does not
-  /// match its hash (the entry is then removed).
-  std::unique_ptr<llvm::MemoryBuffer> load(llvm::StringRef key) const;
+  /// The entry of `kind` stored under `key`; null when there is none or it
+  /// does not match its hash (the entry is then removed).
+  std::unique_ptr<llvm::MemoryBuffer>
+  load(llvm::StringRef key, llvm::StringRef kind = kObject) const;
 
-  /// Stores `object` under `key`; false when it could not.
-  bool store(llvm::StringRef key, llvm::StringRef object) const;
+  /// Stores `bytes` under `key`; false when it could not.
+  bool store(llvm::StringRef key, llvm::StringRef bytes,
+             llvm::StringRef kind = kObject) const;
 
   /// A new empty file in the directory, for a writer that takes a path
   /// (ExecutionEngine::dumpToObjectFile); empty when none can be made.
   std::string temporaryFile() const;
 
 private:
-  std::string path(llvm::StringRef key) const;
-  /// Beyond kMaxEntries objects, removes the least recently stored or
+  std::string path(llvm::StringRef key, llvm::StringRef kind) const;
+  /// Beyond kMaxEntries entries, removes the least recently stored or
   /// loaded quarter (by modification time, which load() updates).
   void evictLeastRecentlyUsed() const;
   std::string dir;
