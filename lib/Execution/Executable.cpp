@@ -96,6 +96,31 @@ static void makeRuntimeVisibleToJit() {
 /// see their values).
 static constexpr size_t kMinExternalBytes = 64 * 1024;
 
+/// Whether `module` holds a constant of `minBytes` or more (weights
+/// embedded as `arith.constant`, dense or `dense_resource`). Such code binds
+/// its constants by address and is never stored whole in the cache, and
+/// printing it for a key would cost what its bytes do.
+static bool holdsLargeConstants(ModuleOp module, size_t minBytes) {
+  return module
+      .walk([&](Operation *op) {
+        for (NamedAttribute attr : op->getAttrs()) {
+          auto elements = dyn_cast<ElementsAttr>(attr.getValue());
+          if (!elements)
+            continue;
+          auto type = dyn_cast<ShapedType>(elements.getType());
+          if (!type || !type.hasStaticShape() ||
+              !type.getElementType().isIntOrFloat())
+            continue;
+          uint64_t elementBytes =
+              std::max<uint64_t>(1, type.getElementTypeBitWidth() / 8);
+          if (uint64_t(type.getNumElements()) * elementBytes >= minBytes)
+            return WalkResult::interrupt();
+        }
+        return WalkResult::advance();
+      })
+      .wasInterrupted();
+}
+
 /// The results of the packing function `pack` that are a row-wise (dim 0)
 /// concatenation of its arguments, as lists of argument numbers (the
 /// packing function takes the weights, in order).
@@ -232,7 +257,7 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
   size_t statisticsBefore =
       options.report ? options.report->statistics.size() : 0;
   std::string functionKey;
-  if (cache.enabled()) {
+  if (cache.enabled() && !holdsLargeConstants(module, kMinExternalBytes)) {
     functionKey = cacheKey(module, entry, options, *host);
     if (exe->restore(cache, functionKey, *host, options))
       return exe;

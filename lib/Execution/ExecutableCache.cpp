@@ -16,10 +16,14 @@
 #include "linfuse/Execution/PassReport.h"
 
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Target/TargetMachine.h"
+
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::linfuse;
@@ -32,10 +36,10 @@ std::string Executable::cacheKey(ModuleOp module, llvm::StringRef entry,
   // locations are printed (the remarks name them).
   std::string salt;
   llvm::raw_string_ostream os(salt);
+  // (compile() always lowers with releaseOnPack off.)
   os << "function v1, entry " << entry << ", optimize " << options.optimize
      << ", runtime checks " << options.lower.runtimeChecks << ", cuda graph "
-     << options.lower.cudaGraph << ", release on pack "
-     << options.lower.releaseOnPack;
+     << options.lower.cudaGraph;
   return ObjectCache::key(module, host, salt, /*withLocations=*/true);
 }
 
@@ -50,14 +54,16 @@ static json::Array toJson(llvm::ArrayRef<TensorSignature> types) {
 void Executable::remember(const ObjectCache &cache, llvm::StringRef key,
                           llvm::StringRef objectKey, const PassReport *report,
                           size_t firstRemark, size_t firstStatistic) const {
-  if (key.empty() || !code || !code->constants.empty())
+  // Without a report the passes collected none: storing that would give a
+  // later compilation that asks for one an empty report.
+  if (key.empty() || !code || !code->constants.empty() || !report)
     return;
   json::Array groups, gemmOnly, remarks, statistics;
   for (const std::vector<unsigned> &g : weightGroups)
     groups.push_back(json::Array(g));
   for (bool b : gemmOnlyWeights)
     gemmOnly.push_back(b);
-  if (report) {
+  {
     for (size_t i = firstRemark; i < report->remarks.size(); ++i) {
       const Remark &r = report->remarks[i];
       remarks.push_back(json::Object{{"pass", r.pass},
@@ -100,6 +106,21 @@ struct Stored {
 };
 } // namespace
 
+/// A non-negative integer that fits `unsigned`.
+static std::optional<unsigned> toUnsigned(const json::Value &v) {
+  std::optional<uint64_t> n = v.getAsUINT64();
+  if (!n || *n > std::numeric_limits<unsigned>::max())
+    return std::nullopt;
+  return unsigned(*n);
+}
+
+/// A key as ObjectCache::key makes them (never a path).
+static bool isKey(llvm::StringRef s) {
+  return s.size() == 64 && llvm::all_of(s, [](char c) {
+           return llvm::isDigit(c) || (c >= 'a' && c <= 'f');
+         });
+}
+
 static std::optional<Stored> parse(llvm::StringRef text) {
   auto value = json::parse(text);
   if (!value) {
@@ -120,6 +141,8 @@ static std::optional<Stored> parse(llvm::StringRef text) {
   const json::Array *statistics = o->getArray("statistics");
   if (!object || !pack || !embeds || !packed || !groups || !gemmOnly ||
       !remarks || !statistics)
+    return std::nullopt;
+  if (!isKey(*object))
     return std::nullopt;
   s.object = object->str();
   s.pack = pack->str();
@@ -148,10 +171,10 @@ static std::optional<Stored> parse(llvm::StringRef text) {
       return std::nullopt;
     std::vector<unsigned> group;
     for (const json::Value &i : *g) {
-      auto n = i.getAsUINT64();
+      auto n = toUnsigned(i);
       if (!n)
         return std::nullopt;
-      group.push_back(unsigned(*n));
+      group.push_back(*n);
     }
     s.groups.push_back(std::move(group));
   }
@@ -167,7 +190,13 @@ static std::optional<Stored> parse(llvm::StringRef text) {
       return std::nullopt;
     auto pass = r->getString("pass"), name = r->getString("name"),
          file = r->getString("file"), message = r->getString("message");
-    auto line = r->getInteger("line"), column = r->getInteger("column");
+    const json::Value *lineValue = r->get("line");
+    const json::Value *columnValue = r->get("column");
+    std::optional<unsigned> line, column;
+    if (lineValue && columnValue) {
+      line = toUnsigned(*lineValue);
+      column = toUnsigned(*columnValue);
+    }
     if (!pass || !name || !file || !message || !line || !column)
       return std::nullopt;
     s.remarks.push_back(
@@ -181,12 +210,29 @@ static std::optional<Stored> parse(llvm::StringRef text) {
     if (!c)
       return std::nullopt;
     auto pass = c->getString("pass"), name = c->getString("name");
-    auto count = c->getInteger("value");
+    const json::Value *countValue = c->get("value");
+    std::optional<uint64_t> count =
+        countValue ? countValue->getAsUINT64() : std::nullopt;
     if (!pass || !name || !count)
       return std::nullopt;
-    s.statistics.push_back({pass->str(), name->str(), uint64_t(*count)});
+    s.statistics.push_back({pass->str(), name->str(), *count});
   }
   return s;
+}
+
+/// What can be checked against the function as given, which takes
+/// `weights` weights (the hash only catches damage): one GEMM-only flag per
+/// weight the entry takes (packed ones with a packing function), groups of
+/// at least two weights in range.
+static bool consistent(const Stored &stored, size_t weights) {
+  size_t entryWeights = stored.pack.empty() ? weights : stored.packed.size();
+  if (stored.gemmOnly.size() != entryWeights ||
+      (stored.pack.empty() && !stored.packed.empty()))
+    return false;
+  return llvm::all_of(stored.groups, [&](const std::vector<unsigned> &g) {
+    return g.size() >= 2 &&
+           llvm::all_of(g, [&](unsigned i) { return i < weights; });
+  });
 }
 
 bool Executable::restore(const ObjectCache &cache, llvm::StringRef key,
@@ -196,18 +242,18 @@ bool Executable::restore(const ObjectCache &cache, llvm::StringRef key,
   if (!text)
     return false;
   std::optional<Stored> stored = parse(text->getBuffer());
-  if (!stored)
+  if (!stored || !consistent(*stored, args.size() - numActivations()))
     return false;
   auto object = cache.load(stored->object);
   if (!object)
     return false;
-  if (options.progress)
-    options.progress("load");
   auto linked = linkObject(std::move(object), host.createDataLayout(), {});
   if (!linked) {
     llvm::consumeError(linked.takeError());
     return false;
   }
+  if (options.progress)
+    options.progress("load");
   code = std::make_shared<Code>();
   code->linked = std::move(*linked);
   code->embedsConstants = stored->embedsConstants;

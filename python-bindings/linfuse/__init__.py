@@ -275,8 +275,11 @@ def compile(ir: str, target: str = "cpu", *, optimize: bool = True,
     generator (most of a small function's compile time). None (the default)
     means `$LINFUSE_CACHE_DIR`, else `$XDG_CACHE_HOME/linfuse`, else
     `~/.cache/linfuse`, or no cache when `LINFUSE_JIT_CACHE=0`; "" means
-    none. Entries are named by a hash of the lowered code, the CPU and the
-    compiler; a damaged or unwritable cache only means compiling again.
+    none. Objects are named by a hash of the lowered code, the CPU and the
+    compiler; with them, what linfuse's passes found (the report, the
+    packing function) is kept under a hash of the function as given, so a
+    second compilation runs neither the passes nor LLVM. A damaged or
+    unwritable cache only means compiling again.
     """
     if entry is None:
         names = _linfuse.public_functions(ir)

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "linfuse/Execution/Executable.h"
+#include "linfuse/Execution/PassReport.h"
 #include "linfuse/Runtime/Runtime.h"
 #include "linfuse/Tools/HostArray.h"
 #include "linfuse/Tools/ModuleLoading.h"
@@ -134,6 +135,11 @@ int main(int argc, char **argv) {
   options.lower.cudaGraph = cudaGraph;
   options.lower.runtimeChecks = runtimeChecks;
   options.objectCache = objectCache;
+  // The cache keeps a compiled function whole only with the report its
+  // passes made (a later compilation may ask for it); nothing prints it.
+  PassReport report;
+  if (!objectCache.empty())
+    options.report = &report;
   if (verbose)
     options.progress = [](llvm::StringRef stage) {
       llvm::errs() << "linfuse-run: " << stage << "\n";

@@ -230,7 +230,8 @@ private:
                const llvm::TargetMachine &host, const CompileOptions &options);
   /// Stores what restore() needs under `key`, its object being stored under
   /// `objectKey`: not for code that binds constants by address (their bytes
-  /// come from the passes). `report`'s entries from the given indices on are
+  /// come from the passes), nor without a report (the passes collected
+  /// none). `report`'s entries from the given indices on are
   /// this compilation's.
   void remember(const ObjectCache &cache, llvm::StringRef key,
                 llvm::StringRef objectKey, const PassReport *report,
