@@ -350,28 +350,15 @@ Executable::compile(ModuleOp module, llvm::StringRef entry,
   std::string key;
   if (cache.enabled()) {
     key = ObjectCache::key(module, *host, kObjectSalt);
-    if (auto object = cache.load(key)) {
+    if (exe->linkStoredObject(cache, key, *host)) {
+      exe->remember(cache, functionKey, key, options.report, remarksBefore,
+                    statisticsBefore);
       if (options.progress)
         options.progress("load");
-      auto linked = linkObject(std::move(object), host->createDataLayout(),
-                               code.constants);
-      if (linked) {
-        code.linked = std::move(*linked);
-        if (llvm::Error err = lookUpFunctions(*exe)) {
-          llvm::consumeError(std::move(err));
-          exe->functions.clear();
-          code.linked.reset();
-        } else {
-          exe->remember(cache, functionKey, key, options.report, remarksBefore,
-                        statisticsBefore);
-          if (options.report)
-            options.report->statistics.push_back(
-                {"linfuse-jit", "objects-from-cache", 1});
-          return exe;
-        }
-      } else {
-        llvm::consumeError(linked.takeError());
-      }
+      if (options.report)
+        options.report->statistics.push_back(
+            {"linfuse-jit", "objects-from-cache", 1});
+      return exe;
     }
   }
   if (options.progress)

@@ -235,6 +235,27 @@ static bool consistent(const Stored &stored, size_t weights) {
   });
 }
 
+bool Executable::linkStoredObject(const ObjectCache &cache, llvm::StringRef key,
+                                  const llvm::TargetMachine &host) {
+  auto object = cache.load(key);
+  if (!object)
+    return false;
+  auto linked =
+      linkObject(std::move(object), host.createDataLayout(), code->constants);
+  if (!linked) {
+    llvm::consumeError(linked.takeError());
+    return false;
+  }
+  code->linked = std::move(*linked);
+  if (llvm::Error err = lookUpFunctions(*this)) {
+    llvm::consumeError(std::move(err));
+    functions.clear();
+    code->linked.reset();
+    return false;
+  }
+  return true;
+}
+
 bool Executable::restore(const ObjectCache &cache, llvm::StringRef key,
                          const llvm::TargetMachine &host,
                          const CompileOptions &options) {
@@ -244,26 +265,13 @@ bool Executable::restore(const ObjectCache &cache, llvm::StringRef key,
   std::optional<Stored> stored = parse(text->getBuffer());
   if (!stored || !consistent(*stored, args.size() - numActivations()))
     return false;
-  auto object = cache.load(stored->object);
-  if (!object)
-    return false;
-  auto linked = linkObject(std::move(object), host.createDataLayout(), {});
-  if (!linked) {
-    llvm::consumeError(linked.takeError());
-    return false;
-  }
-  if (options.progress)
-    options.progress("load");
   code = std::make_shared<Code>();
-  code->linked = std::move(*linked);
   code->embedsConstants = stored->embedsConstants;
   packName = stored->pack;
   packedTypes = stored->packed;
   weightGroups = stored->groups;
   gemmOnlyWeights = stored->gemmOnly;
-  if (llvm::Error err = lookUpFunctions(*this)) {
-    llvm::consumeError(std::move(err));
-    functions.clear();
+  if (!linkStoredObject(cache, stored->object, host)) {
     code.reset();
     packName.clear();
     packedTypes.clear();
@@ -271,6 +279,8 @@ bool Executable::restore(const ObjectCache &cache, llvm::StringRef key,
     gemmOnlyWeights.clear();
     return false;
   }
+  if (options.progress)
+    options.progress("load");
   if (options.report) {
     llvm::append_range(options.report->remarks, stored->remarks);
     llvm::append_range(options.report->statistics, stored->statistics);

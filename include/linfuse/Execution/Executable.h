@@ -223,6 +223,11 @@ private:
   static std::string cacheKey(ModuleOp module, llvm::StringRef entry,
                               const CompileOptions &options,
                               const llvm::TargetMachine &host);
+  /// Links the object stored under `key` as this executable's code (whose
+  /// constants it binds) and looks its functions up; false, and no code
+  /// linked, when there is none or it does not link.
+  bool linkStoredObject(const ObjectCache &cache, llvm::StringRef key,
+                        const llvm::TargetMachine &host);
   /// Makes this executable the function stored under `key` (its object
   /// linked, the report's remarks and counters added to options.report);
   /// false, and this executable as it was, when there is none or it fails.
