@@ -63,21 +63,19 @@ void Executable::remember(const ObjectCache &cache, llvm::StringRef key,
     groups.push_back(json::Array(g));
   for (bool b : gemmOnlyWeights)
     gemmOnly.push_back(b);
-  {
-    for (size_t i = firstRemark; i < report->remarks.size(); ++i) {
-      const Remark &r = report->remarks[i];
-      remarks.push_back(json::Object{{"pass", r.pass},
-                                     {"name", r.location.name},
-                                     {"file", r.location.file},
-                                     {"line", r.location.line},
-                                     {"column", r.location.column},
-                                     {"message", r.message}});
-    }
-    for (size_t i = firstStatistic; i < report->statistics.size(); ++i) {
-      const PassStatisticValue &s = report->statistics[i];
-      statistics.push_back(json::Object{
-          {"pass", s.pass}, {"name", s.name}, {"value", int64_t(s.value)}});
-    }
+  for (size_t i = firstRemark; i < report->remarks.size(); ++i) {
+    const Remark &r = report->remarks[i];
+    remarks.push_back(json::Object{{"pass", r.pass},
+                                   {"name", r.location.name},
+                                   {"file", r.location.file},
+                                   {"line", r.location.line},
+                                   {"column", r.location.column},
+                                   {"message", r.message}});
+  }
+  for (size_t i = firstStatistic; i < report->statistics.size(); ++i) {
+    const PassStatisticValue &s = report->statistics[i];
+    statistics.push_back(json::Object{
+        {"pass", s.pass}, {"name", s.name}, {"value", int64_t(s.value)}});
   }
   json::Object entry{{"object", objectKey},
                      {"pack", packName},
