@@ -6,7 +6,9 @@ run through `linfuse-run` optimized (the sibling matmuls merged into one GEMM
 over the packed, concatenated weights) and with `--no-optimize` (one GEMM per
 projection); the host GEMMs run on oneDNN's matmul (f32, bf16 at M = 1:
 Debian's libdnnl2; f16, bf16 at M > 1: oneDNN 3, the venv's
-onednn-cpu-gomp, dlopen'ed):
+onednn-cpu-gomp, dlopen'ed), except on Intel CPUs, where f32 weights and
+bf16 ones of 2^23 elements or more run on oneMKL's packed GEMMs at M > 1
+(the venv's mkl; LINFUSE_MKL=0 turns that off, --mkl-ab measures both):
 
   qkv     Q/K/V with bias (nn.Linear layout, attention):
           q, k, v = x @ Wq.T + bq, x @ Wk.T + bk, x @ Wv.T + bv,   H -> H each
@@ -122,10 +124,11 @@ ELEM_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
 # results rounded to f16 (2^-11 relative) and the SiLU epilogue computed in
 # f16, GEMMs accumulated in f32.
 REL_TOL = {"f32": 1e-4, "bf16": 3e-2, "f16": 5e-3}
-VARIANTS = ("linfuse_unfused", "linfuse_merged", "torch_separate",
-            "torch_concat", "torch_compile")
+VARIANTS = ("linfuse_unfused", "linfuse_merged", "linfuse_merged_onednn",
+            "torch_separate", "torch_concat", "torch_compile")
 VARIANT_NAME = {"linfuse_unfused": "linfuse unfused",
                 "linfuse_merged": "linfuse merged",
+                "linfuse_merged_onednn": "linfuse merged, oneDNN only",
                 "torch_separate": "torch separate",
                 "torch_concat": "torch concat",
                 "torch_compile": "torch.compile"}
@@ -374,6 +377,16 @@ def onednn3_version():
         return "unknown"
 
 
+def mkl_version():
+    """Version of the venv's oneMKL package (linfuse-run's f32 and large
+    bf16 weights on Intel CPUs), if this Python has it installed."""
+    try:
+        from importlib import metadata  # noqa: PLC0415
+        return f"mkl {metadata.version('mkl')}"
+    except Exception:  # noqa: BLE001 - best effort
+        return "unknown"
+
+
 def machine_info(threads):
     model, flags = cpuinfo()
     info = {
@@ -396,6 +409,8 @@ def machine_info(threads):
         "python": platform.python_version(),
         "numpy": np.__version__,
         "onednn3": onednn3_version(),
+        "mkl": mkl_version(),
+        "mkl_mode": os.environ.get("LINFUSE_MKL", "unset (auto: Intel CPUs)"),
         "linfuse_commit": sh(f"git -C {REPO} rev-parse --short HEAD"),
     }
     return info
@@ -566,7 +581,8 @@ class Runner:
         out["disturbed"] = True
         return out
 
-    def run(self, module, inputs, n_results, optimize, bench=0, stats=False):
+    def run(self, module, inputs, n_results, optimize, bench=0, stats=False,
+            env=None):
         cmd = [self.exe, module] + [f"--input=@{p}" for p in inputs]
         cmd += [f"--output=@{self.work}/out{i}.npy" for i in range(n_results)]
         if not optimize:
@@ -576,7 +592,7 @@ class Runner:
         if stats:
             cmd.append("--runtime-stats")
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800,
-                           env=self.env)
+                           env={**self.env, **(env or {})})
         if p.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n"
                                f"{p.stdout}\n{p.stderr}")
@@ -838,6 +854,7 @@ def markdown(results):
            + (" (tree dirty)" if lib.get("tree_dirty") else ""),
            ]
     has_bf16 = any(r.get("dtype") == "bf16" for r in results.get("rows", []))
+    has_ab = any(r.get("onednn_us") for r in rows)
     if has_f16 or has_bf16:
         what = " and ".join(
             w for w, on in (("f16", has_f16),
@@ -845,6 +862,9 @@ def markdown(results):
                              has_bf16)) if on)
         out.append(f"- linfuse-run {what} GEMMs: oneDNN 3, "
                    f"{mach.get('onednn3') or 'not recorded'} (dlopen'ed)")
+    out.append("- linfuse-run f32 weights and bf16 ones of 2^23 elements or "
+               f"more at M > 1: oneMKL, {mach.get('mkl') or 'not recorded'} "
+               f"(dlopen'ed; LINFUSE_MKL {mach.get('mkl_mode', '?')})")
     torch_res = results.get("torch") or {}
     if tinfo:
         out.append(f"- PyTorch {tinfo['version']}: {tinfo['summary']}")
@@ -875,8 +895,11 @@ def markdown(results):
             "| kind | hidden | M | dtype | linfuse unfused µs | "
             "linfuse merged µs | torch separate µs | torch concat µs | "
             "torch.compile µs | unfused/merged | best eager/merged | "
-            "compile/merged | GEMM calls | weight MB | merged/bound |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "compile/merged | GEMM calls | weight MB | merged/bound |"
+            + (" merged, oneDNN only µs | oneDNN only/merged |"
+               if has_ab else ""),
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+            + ("---|---|" if has_ab else "")]
     for r in rows:
         bound = ("| |" if r["m"] > 16 else
                  f"| {fmt_mb(r['weight_bytes'])} "
@@ -892,7 +915,10 @@ def markdown(results):
             f"| {fmt_ratio(r.get('best_eager_over_merged'), 1.0)} "
             f"| {fmt_ratio(r.get('compile_over_merged'), 1.0)} "
             f"| {r['gemm_calls_unfused']}→{r['gemm_calls_merged']} "
-            + bound)
+            + bound
+            + (f" {fmt_us(r.get('onednn_us'))} | "
+               f"{fmt_ratio((r.get('onednn_us') or 0) / r['merged_us'], 0, 3)}"
+               " |" if has_ab else ""))
     bad = numerics_failures(results)
     out += ["", "Numerics (max abs error / max abs reference; f32 against "
             "f32 numpy, bf16 against float64 numpy on the bf16 inputs"
@@ -1001,6 +1027,10 @@ def main():
                          "nn.Linear's layout) or kn (K x N, a plain x * W)")
     ap.add_argument("--no-torch", action="store_true",
                     help="linfuse variants only")
+    ap.add_argument("--mkl-ab", action="store_true",
+                    help="also run linfuse merged with every GEMM on oneDNN "
+                         "(LINFUSE_MKL=0), interleaved with the rest: the "
+                         "A/B of oneMKL against oneDNN")
     ap.add_argument("--from-json", metavar="FILE",
                     help="measure nothing: rewrite the table and the plot "
                          "of an earlier run's JSON into --out")
@@ -1218,15 +1248,22 @@ def bench_shape(runner, kind, h, m, dtype, module, weights, wpaths, rng,
     # short --benchmark to size N, from the fastest of its calls. Not both in
     # one run: with --runtime-stats, --benchmark's times are inflated (up to
     # 50x at M = 16), and so was N.
+    # --mkl-ab: merged once more with every GEMM on oneDNN (LINFUSE_MKL=0),
+    # the A/B of the host GEMM library within one interleaved run.
     fns = {}
-    for name, opt in (("linfuse_merged", True), ("linfuse_unfused", False)):
-        stats = runner.run(module, inputs, nres, opt, stats=True)
+    linfuse_variants = [("linfuse_merged", True, None),
+                        ("linfuse_unfused", False, None)]
+    if args.mkl_ab:
+        linfuse_variants.append(("linfuse_merged_onednn", True,
+                                 {"LINFUSE_MKL": "0"}))
+    for name, opt, env in linfuse_variants:
+        stats = runner.run(module, inputs, nres, opt, stats=True, env=env)
         errs[name] = check_outputs(ref, work, nres)
         gemm_calls[name] = stats.get("gemm_calls")
-        cal = runner.run_clean(module, inputs, nres, opt, bench=5)
+        cal = runner.run_clean(module, inputs, nres, opt, bench=5, env=env)
         n[name] = calibrate(cal["min_ms"], args.target_s, n_max)
-        fns[name] = (lambda opt=opt, name=name: runner.run_clean(
-            module, inputs, nres, opt, bench=n[name]))
+        fns[name] = (lambda opt=opt, name=name, env=env: runner.run_clean(
+            module, inputs, nres, opt, bench=n[name], env=env))
 
     # PyTorch: eager modules, and torch.compile (compiled and warmed up here,
     # outside the timed reps).
@@ -1293,6 +1330,7 @@ def bench_shape(runner, kind, h, m, dtype, module, weights, wpaths, rng,
         "torch_separate_us": var.get("torch_separate", {}).get("us"),
         "torch_concat_us": var.get("torch_concat", {}).get("us"),
         "torch_compile_us": var.get("torch_compile", {}).get("us"),
+        "onednn_us": var.get("linfuse_merged_onednn", {}).get("us"),
         "unfused_range_us": u["range_us"],
         "merged_range_us": mg["range_us"],
         "unfused_runs_ms": u["runs_ms"],

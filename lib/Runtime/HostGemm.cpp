@@ -29,6 +29,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "HostBlas.h"
 #include "OneDnnGemm.h"
 #include "RuntimeInternal.h"
 
@@ -56,96 +57,6 @@ constexpr const char *kFn = "linfuse_cpu_gemm";
 bool bf16OnOneDnn3() {
   static const bool on = !switchedOff("LINFUSE_DNNL3_BF16");
   return on;
-}
-
-//===----------------------------------------------------------------------===//
-// Element types
-//===----------------------------------------------------------------------===//
-
-/// Storage of one IEEE binary16 / bfloat16 element (distinct types, so that
-/// templates can dispatch on them).
-struct Half {
-  uint16_t bits;
-};
-struct BFloat {
-  uint16_t bits;
-};
-
-// std::bit_cast is C++20; the builtin is in GCC >= 11 and Clang.
-uint32_t bitsOf(float f) { return __builtin_bit_cast(uint32_t, f); }
-float floatOf(uint32_t u) { return __builtin_bit_cast(float, u); }
-
-float toFloat(float v) { return v; }
-
-float toFloat(Half h) {
-  uint32_t sign = uint32_t(h.bits & 0x8000) << 16;
-  uint32_t exponent = (h.bits >> 10) & 0x1f;
-  uint32_t mantissa = h.bits & 0x3ff;
-  if (exponent == 0) {
-    // Zero or subnormal: mantissa * 2^-24, exact in f32.
-    float magnitude = float(mantissa) * 0x1p-24f;
-    return floatOf(sign | bitsOf(magnitude));
-  }
-  if (exponent == 0x1f) // Inf, or NaN with its payload kept.
-    return floatOf(sign | 0x7f800000 | (mantissa << 13));
-  return floatOf(sign | ((exponent + 127 - 15) << 23) | (mantissa << 13));
-}
-
-float toFloat(BFloat b) { return floatOf(uint32_t(b.bits) << 16); }
-
-template <typename T> T fromFloat(float v);
-
-template <> float fromFloat<float>(float v) { return v; }
-
-/// Round to nearest even, in integer arithmetic so that it does not depend
-/// on the floating-point environment (flush-to-zero, rounding mode).
-template <> Half fromFloat<Half>(float v) {
-  uint32_t x = bitsOf(v);
-  uint16_t sign = (x >> 16) & 0x8000;
-  x &= 0x7fffffff;
-  if (x > 0x7f800000) // NaN: stays a (quiet) NaN, top payload bits kept.
-    return {uint16_t(sign | 0x7e00 | ((x >> 13) & 0x3ff))};
-  if (x >= 0x477ff000) // >= 65520 (half-way to 2^16) and Inf round to Inf.
-    return {uint16_t(sign | 0x7c00)};
-  if (x >= 0x38800000) { // Normal half (>= 2^-14).
-    // Rebias the exponent; adding 0xfff plus the lowest kept bit rounds the
-    // 13 dropped bits to nearest even (a carry may bump the exponent).
-    uint32_t keptOdd = (x >> 13) & 1;
-    x += (uint32_t(15 - 127) << 23) + 0xfff + keptOdd;
-    return {uint16_t(sign | (x >> 13))};
-  }
-  if (x < 0x33000000) // < 2^-25: rounds to zero (2^-25 itself ties to 0).
-    return {sign};
-  // Subnormal half: the value in units of 2^-24 is significand >> shift.
-  uint32_t significand = (x & 0x7fffff) | 0x800000;
-  uint32_t shift = 126 - (x >> 23); // 14 .. 24
-  uint32_t result = significand >> shift;
-  uint32_t rest = significand & ((1u << shift) - 1);
-  uint32_t halfway = 1u << (shift - 1);
-  if (rest > halfway || (rest == halfway && (result & 1)))
-    ++result; // May carry into the smallest normal, which is still right.
-  return {uint16_t(sign | result)};
-}
-
-template <> BFloat fromFloat<BFloat>(float v) {
-  uint32_t x = bitsOf(v);
-  if ((x & 0x7fffffff) > 0x7f800000) // NaN: keep it one, quiet.
-    return {uint16_t((x >> 16) | 0x40)};
-  x += 0x7fff + ((x >> 16) & 1); // Round to nearest even; overflow -> Inf.
-  return {uint16_t(x >> 16)};
-}
-
-/// Calls `fn` with a value of the storage type of `dtype` (already
-/// validated to be a known code).
-template <typename Fn> void withStorageType(int32_t dtype, Fn &&fn) {
-  switch (dtype) {
-  case LINFUSE_F16:
-    return fn(Half{});
-  case LINFUSE_BF16:
-    return fn(BFloat{});
-  default:
-    return fn(float{});
-  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -303,21 +214,6 @@ WidenedWeights &widenedWeights() {
 // BLAS layout
 //===----------------------------------------------------------------------===//
 
-/// The leading dimension with which a rows x cols matrix with these strides
-/// can be passed to BLAS as row-major, or 0 if it cannot.
-int64_t rowMajorLd(int64_t rows, int64_t cols, int64_t rowStride,
-                   int64_t colStride) {
-  if (colStride != 1)
-    return 0;
-  // A single row's stride is never used, so any value may come in (MLIR
-  // canonicalizes it freely); BLAS still wants ld >= max(cols, 1).
-  int64_t ld = rows == 1 ? std::max({rowStride, cols, int64_t(1)}) : rowStride;
-  if (ld < std::max<int64_t>(cols, 1) ||
-      ld > std::numeric_limits<blasint>::max())
-    return 0;
-  return ld;
-}
-
 /// How a matrix is passed to cblas_sgemm (row-major order): `data` with
 /// leading dimension `ld`, transposed if `trans`.
 struct BlasMatrix {
@@ -331,11 +227,13 @@ struct BlasMatrix {
 bool inPlaceLayout(int32_t dtype, const Matrix &m, BlasMatrix &out) {
   if (dtype != LINFUSE_F32)
     return false;
-  if (int64_t ld = rowMajorLd(m.rows, m.cols, m.rowStride, m.colStride)) {
+  if (int64_t ld = rowMajorLd(m.rows, m.cols, m.rowStride, m.colStride,
+                              std::numeric_limits<blasint>::max())) {
     out = {reinterpret_cast<float *>(m.data), blasint(ld), false};
     return true;
   }
-  if (int64_t ld = rowMajorLd(m.cols, m.rows, m.colStride, m.rowStride)) {
+  if (int64_t ld = rowMajorLd(m.cols, m.rows, m.colStride, m.rowStride,
+                              std::numeric_limits<blasint>::max())) {
     out = {reinterpret_cast<float *>(m.data), blasint(ld), true};
     return true;
   }
@@ -419,65 +317,19 @@ int64_t sgemm(const BlasMatrix &a, const BlasMatrix &b, const BlasMatrix &c,
 // Bias, epilogue and rounding
 //===----------------------------------------------------------------------===//
 
-template <int Epilogue> float applyEpilogue(float x) {
-  switch (Epilogue) {
-  case LINFUSE_EPILOGUE_RELU:
-    return x < 0.0f ? 0.0f : x; // NaN stays NaN.
-  case LINFUSE_EPILOGUE_GELU_ERF: {
-    constexpr float kSqrtHalf = 0.7071067811865476f; // 1 / sqrt(2)
-    return 0.5f * x * (1.0f + std::erf(x * kSqrtHalf));
-  }
-  case LINFUSE_EPILOGUE_GELU_TANH: {
-    constexpr float kSqrt2OverPi = 0.7978845608028654f;
-    return 0.5f * x *
-           (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
-  }
-  case LINFUSE_EPILOGUE_SILU:
-    return x / (1.0f + std::exp(-x));
-  default:
-    return x;
-  }
-}
-
-/// The final pass over one batch element.
-struct Finish {
-  const BlasMatrix *acc; // the f32 M x N result: C itself or a temporary
-  Matrix c;              // the output, of c_type
-  const float *bias;     // N values, or null
-};
-
-template <typename T, int Epilogue> void finishLoop(const Finish &f) {
-  T *c = reinterpret_cast<T *>(f.c.data);
-  const BlasMatrix &acc = *f.acc;
-  int64_t accRowStride = acc.trans ? 1 : acc.ld;
-  int64_t accColStride = acc.trans ? acc.ld : 1;
-  for (int64_t i = 0; i < f.c.rows; ++i)
-    for (int64_t j = 0; j < f.c.cols; ++j) {
-      float x = acc.data[i * accRowStride + j * accColStride];
-      if (f.bias)
-        x += f.bias[j];
-      c[i * f.c.rowStride + j * f.c.colStride] =
-          fromFloat<T>(applyEpilogue<Epilogue>(x));
-    }
-}
-
-/// C = round(epilogue(acc + bias)), in one pass (acc may be C itself).
-void finish(int32_t cType, int32_t epilogue, const Finish &f) {
-  withStorageType(cType, [&](auto tag) {
-    using T = decltype(tag);
-    switch (epilogue) {
-    case LINFUSE_EPILOGUE_RELU:
-      return finishLoop<T, LINFUSE_EPILOGUE_RELU>(f);
-    case LINFUSE_EPILOGUE_GELU_ERF:
-      return finishLoop<T, LINFUSE_EPILOGUE_GELU_ERF>(f);
-    case LINFUSE_EPILOGUE_GELU_TANH:
-      return finishLoop<T, LINFUSE_EPILOGUE_GELU_TANH>(f);
-    case LINFUSE_EPILOGUE_SILU:
-      return finishLoop<T, LINFUSE_EPILOGUE_SILU>(f);
-    default:
-      return finishLoop<T, LINFUSE_EPILOGUE_NONE>(f);
-    }
-  });
+/// C = round(epilogue(acc + bias)) for one batch element, in one pass
+/// (acc may be C itself; bias: N values or null).
+void finish(int32_t cType, int32_t epilogue, const BlasMatrix &acc,
+            const Matrix &c, const float *bias) {
+  FinishRows f{acc.data,
+               acc.trans ? 1 : int64_t(acc.ld),
+               acc.trans ? int64_t(acc.ld) : 1,
+               c.data,
+               c.rowStride,
+               c.colStride,
+               c.cols,
+               bias};
+  finishRows(cType, epilogue, f, 0, c.rows);
 }
 
 /// acc = beta * acc for K == 0 (no BLAS call: its ld checks would reject
@@ -634,7 +486,11 @@ int32_t linfuse_cpu_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
     // when oneDNN 3 is missing.
     bool three =
         ab_type == LINFUSE_F16 || (ab_type == LINFUSE_BF16 && bf16OnOneDnn3());
-    if ((three && oneDnn3Gemm(ab_type, c_type, p.a, transA, p.b, transB,
+    // f32 and large bf16 weights go to oneMKL first where it serves them
+    // (Intel CPUs, MklGemm.cpp).
+    if (mklGemm(ab_type, c_type, p.a, transA, p.b, transB, biasMatrix, p.c,
+                epilogue, constantB) ||
+        (three && oneDnn3Gemm(ab_type, c_type, p.a, transA, p.b, transB,
                               biasMatrix, p.c, epilogue, constantB)) ||
         (ab_type != LINFUSE_F16 &&
          oneDnnGemm(ab_type, c_type, p.a, transA, p.b, transB, biasMatrix, p.c,
@@ -719,7 +575,7 @@ int32_t linfuse_cpu_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
     }
 
     if (needFinish)
-      finish(c_type, epilogue, {&acc, cMatrix, biasValues.get()});
+      finish(c_type, epilogue, acc, cMatrix, biasValues.get());
   }
   countKernelLaunches(launches);
   return LINFUSE_OK;

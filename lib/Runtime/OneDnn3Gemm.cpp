@@ -121,21 +121,11 @@ struct Api {
 #define LINFUSE_DNNL3_DEFAULT_PATH ""
 #endif
 
-void *openLibrary() {
-  const char *env = std::getenv("LINFUSE_DNNL3_LIBRARY");
-  if (env && *env)
-    return dlopen(env, RTLD_NOW | RTLD_LOCAL);
-  for (const char *name : {"libdnnl.so.3", LINFUSE_DNNL3_DEFAULT_PATH})
-    if (*name)
-      if (void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))
-        return lib;
-  return nullptr;
-}
-
 /// The library and its CPU engine, loaded once; null if either is missing.
 const v3::Api *api() {
   static const v3::Api *instance = []() -> const v3::Api * {
-    void *lib = openLibrary();
+    void *lib = openLibrary("LINFUSE_DNNL3_LIBRARY",
+                            {"libdnnl.so.3", LINFUSE_DNNL3_DEFAULT_PATH});
     if (!lib)
       return nullptr;
     auto a = std::make_unique<v3::Api>();

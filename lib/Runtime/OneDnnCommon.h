@@ -427,12 +427,7 @@ public:
   template <typename Same, typename Make>
   Memory find(const void *data, const Layout &layout, int32_t type,
               const Desc &packed, Same &&same, Make &&make) {
-    Key key;
-    std::memset(&key, 0, sizeof(key));
-    key.data = data;
-    key.layout = layout;
-    key.layout.strides[0] = 0; // a single matrix: no batch stride
-    key.type = type;
+    Key key = keyOf(data, layout, type);
     std::lock_guard<std::mutex> lock(mutex);
     std::vector<Copy> &copies = weights[key];
     for (const Copy &c : copies)
@@ -455,6 +450,14 @@ public:
         reorderedFrom(data, bytes);
     }
     return memory;
+  }
+
+  /// Whether `data` (B as `layout` describes it, of `type`) has a copy.
+  bool has(const void *data, const Layout &layout, int32_t type) {
+    Key key = keyOf(data, layout, type);
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = weights.find(key);
+    return it != weights.end() && !it->second.empty();
   }
 
   /// Destroys every copy with `destroy(memory)`, except those of weights
@@ -516,6 +519,15 @@ private:
       return std::memcmp(this, &o, sizeof(Key)) == 0;
     }
   };
+  static Key keyOf(const void *data, const Layout &layout, int32_t type) {
+    Key key;
+    std::memset(&key, 0, sizeof(key));
+    key.data = data;
+    key.layout = layout;
+    key.layout.strides[0] = 0; // a single matrix: no batch stride
+    key.type = type;
+    return key;
+  }
   /// Elements from the first to one past the last (packed weights are
   /// single matrices).
   static int64_t span(const Key &k) {

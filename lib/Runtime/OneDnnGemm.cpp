@@ -673,6 +673,7 @@ int32_t linfuse_set_num_threads(int32_t n) {
 int32_t linfuse_get_num_threads(void) { return configuredThreads(); }
 
 void linfuse_cpu_release_packed_weights(void) {
+  releaseMklPackedWeights();
   releaseOneDnn3PackedWeights();
   releaseWidenedWeights();
   if (dnnl())
@@ -685,6 +686,7 @@ void linfuse_cpu_release_packed_weights_in(const void *data, int64_t bytes) {
     return;
   auto begin = reinterpret_cast<uintptr_t>(data);
   uintptr_t end = begin + uintptr_t(bytes);
+  forgetMklCopies(begin, end, /*keepHandedOver=*/true);
   forgetOneDnn3Copies(begin, end, /*keepHandedOver=*/true);
   releaseWidenedWeights(begin, end);
   forgetOneDnnCopies(begin, end, /*keepHandedOver=*/true);

@@ -54,6 +54,18 @@ bool oneDnn3Gemm(int32_t abType, int32_t cType, const GemmMatrix &a,
                  const GemmMatrix *bias, const GemmMatrix &c, int32_t epilogue,
                  bool constantB);
 
+/// The same on oneMKL's packed GEMMs (MklGemm.cpp), which run f32 and
+/// large bf16 weights faster than oneDNN on Intel CPUs: for single products
+/// whose B is a weight (`constantB`) with more than one row of output (any
+/// number once the weight is packed). False, before reading or writing
+/// anything, for other problems, other CPUs, or where MKL cannot be loaded.
+bool mklGemm(int32_t abType, int32_t cType, const GemmMatrix &a, bool transA,
+             const GemmMatrix &b, bool transB, const GemmMatrix *bias,
+             const GemmMatrix &c, int32_t epilogue, bool constantB);
+
+/// Frees MKL's packed weights (part of linfuse_cpu_release_packed_weights).
+void releaseMklPackedWeights();
+
 /// Frees oneDNN 3's reordered weights (part of
 /// linfuse_cpu_release_packed_weights).
 void releaseOneDnn3PackedWeights();

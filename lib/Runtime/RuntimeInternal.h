@@ -11,9 +11,12 @@
 
 #include "linfuse/Runtime/Runtime.h"
 
+#include <dlfcn.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <utility>
 #include <vector>
 
@@ -25,6 +28,21 @@ namespace linfuse::runtime {
 inline bool switchedOff(const char *name) {
   const char *value = std::getenv(name);
   return value && std::strcmp(value, "0") == 0;
+}
+
+/// A library the runtime loads on first use: the file $`variable` names if
+/// set (and nothing else), else the first of `names` (sonames on the
+/// library path, or paths; empty ones skipped) that opens. Null if none.
+inline void *openLibrary(const char *variable,
+                         std::initializer_list<const char *> names) {
+  const char *env = std::getenv(variable);
+  if (env && *env)
+    return dlopen(env, RTLD_NOW | RTLD_LOCAL);
+  for (const char *name : names)
+    if (*name)
+      if (void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))
+        return lib;
+  return nullptr;
 }
 
 /// linfuse_cpu_set_weight_reorder's mode (a linfuse_weight_reorder).
@@ -75,6 +93,10 @@ void forgetOneDnnCopies(uintptr_t begin, uintptr_t end,
                         bool keepHandedOver = false);
 void forgetOneDnn3Copies(uintptr_t begin, uintptr_t end,
                          bool keepHandedOver = false);
+/// The same for oneMKL's packed weights (MklGemm.cpp).
+void mklPackedSources(ByteRanges &out);
+void forgetMklCopies(uintptr_t begin, uintptr_t end,
+                     bool keepHandedOver = false);
 
 /// Called once a weight is read from a copy of its own (oneDNN's reordered
 /// layout): where its `bytes` at `data` lie in a weights file mapped by
@@ -120,6 +142,7 @@ void countKernelLaunches(int64_t launches);
 void countFallbackGemmCall();
 void countLoopCall(bool threaded);
 void countWeightReorder();
+void countMklGemmCall();
 
 } // namespace linfuse::runtime
 

@@ -16,6 +16,7 @@ std::atomic<int64_t> fallbackGemmCalls{0};
 std::atomic<int64_t> loopCalls{0};
 std::atomic<int64_t> threadedLoopCalls{0};
 std::atomic<int64_t> weightReorders{0};
+std::atomic<int64_t> mklGemmCalls{0};
 } // namespace
 
 void linfuse::runtime::countGemmCall() {
@@ -40,6 +41,10 @@ void linfuse::runtime::countWeightReorder() {
   weightReorders.fetch_add(1, std::memory_order_relaxed);
 }
 
+void linfuse::runtime::countMklGemmCall() {
+  mklGemmCalls.fetch_add(1, std::memory_order_relaxed);
+}
+
 void linfuse_get_stats(linfuse_runtime_stats *out) {
   if (!out)
     return;
@@ -49,6 +54,7 @@ void linfuse_get_stats(linfuse_runtime_stats *out) {
   out->loop_calls = loopCalls.load(std::memory_order_relaxed);
   out->threaded_loop_calls = threadedLoopCalls.load(std::memory_order_relaxed);
   out->weight_reorders = weightReorders.load(std::memory_order_relaxed);
+  out->mkl_gemm_calls = mklGemmCalls.load(std::memory_order_relaxed);
 }
 
 void linfuse_reset_stats(void) {
@@ -58,4 +64,5 @@ void linfuse_reset_stats(void) {
   loopCalls.store(0, std::memory_order_relaxed);
   threadedLoopCalls.store(0, std::memory_order_relaxed);
   weightReorders.store(0, std::memory_order_relaxed);
+  mklGemmCalls.store(0, std::memory_order_relaxed);
 }

@@ -156,6 +156,7 @@ int32_t linfuse_cpu_weights_reordered(const void *data, int64_t bytes) {
   ByteRanges sources;
   oneDnnReorderedSources(sources);
   oneDnn3ReorderedSources(sources);
+  mklPackedSources(sources);
   auto begin = reinterpret_cast<uintptr_t>(data);
   return covers(std::move(sources), begin, begin + uintptr_t(bytes)) ? 1 : 0;
 }
@@ -187,4 +188,5 @@ void linfuse_cpu_forget_weights(const void *data, int64_t bytes) {
   }
   forgetOneDnnCopies(begin, end);
   forgetOneDnn3Copies(begin, end);
+  forgetMklCopies(begin, end);
 }

@@ -27,15 +27,19 @@ import sys
 from typing import Any, Sequence
 
 
-def _find_onednn3() -> None:
+def _find_libraries() -> None:
     """f16 GEMMs run on oneDNN 3 (PyPI's onednn-cpu-gomp puts libdnnl.so.3
-    in the environment's lib/); the runtime looks where this says."""
-    lib = os.path.join(sys.prefix, "lib", "libdnnl.so.3")
-    if "LINFUSE_DNNL3_LIBRARY" not in os.environ and os.path.exists(lib):
-        os.environ["LINFUSE_DNNL3_LIBRARY"] = lib
+    in the environment's lib/), f32 and large bf16 weights on Intel CPUs on
+    oneMKL (PyPI's mkl: libmkl_rt.so.3); the runtime looks where this
+    says."""
+    for variable, name in (("LINFUSE_DNNL3_LIBRARY", "libdnnl.so.3"),
+                           ("LINFUSE_MKL_LIBRARY", "libmkl_rt.so.3")):
+        lib = os.path.join(sys.prefix, "lib", name)
+        if variable not in os.environ and os.path.exists(lib):
+            os.environ[variable] = lib
 
 
-_find_onednn3()
+_find_libraries()
 
 from . import _linfuse  # noqa: E402
 from ._report import Remark, Report
@@ -43,7 +47,7 @@ from ._report import Remark, Report
 __all__ = ["Error", "Remark", "Report", "Module", "Function", "optimize", "lower",
            "run_pipeline", "compile", "runtime_stats", "cuda_enabled",
            "set_num_threads", "get_num_threads", "set_weight_reorder",
-           "get_weight_reorder"]
+           "get_weight_reorder", "set_mkl", "get_mkl", "mkl_available"]
 
 #: Raised for unparsable IR, failing passes, bad inputs and runtime errors.
 Error = _linfuse.Error
@@ -53,7 +57,8 @@ def runtime_stats(reset: bool = False) -> dict[str, int]:
     """The runtime's counters since the last reset, process-wide:
     {"gemm_calls": ..., "kernel_launches": ...} (BLAS calls on the host,
     kernel launches on the GPU; "weight_reorders": weights copied into
-    oneDNN's layout)."""
+    oneDNN's layout or packed for oneMKL; "mkl_gemm_calls": host GEMMs
+    oneMKL computed)."""
     return _linfuse.runtime_stats(reset)
 
 
@@ -92,6 +97,34 @@ def set_weight_reorder(mode: str) -> str:
 def get_weight_reorder() -> str:
     """The mode `set_weight_reorder` set."""
     return _REORDER_MODES[_linfuse.get_weight_reorder()]
+
+
+_MKL_MODES = ("never", "auto", "always")
+
+
+def set_mkl(mode: str) -> str:
+    """Whether host GEMMs on weights (f32, and bf16 weights of 2^23
+    elements or more, with more than one row of output) run on oneMKL's
+    packed GEMMs instead of oneDNN, process-wide: "auto" (the default: on
+    Intel CPUs, where it was measured faster), "always" (any CPU) or
+    "never". Where oneMKL cannot be loaded everything runs on oneDNN. The
+    default comes from $LINFUSE_MKL (0: never, 1: always). Returns the
+    previous mode."""
+    if mode not in _MKL_MODES:
+        raise ValueError(f"set_mkl: mode must be one of "
+                         f"{', '.join(_MKL_MODES)}; got {mode!r}")
+    return _MKL_MODES[_linfuse.set_mkl(_MKL_MODES.index(mode))]
+
+
+def get_mkl() -> str:
+    """The mode `set_mkl` set."""
+    return _MKL_MODES[_linfuse.get_mkl()]
+
+
+def mkl_available() -> bool:
+    """Whether oneMKL can be loaded (PyPI's mkl in this environment, or
+    $LINFUSE_MKL_LIBRARY) and run on GNU OpenMP beside oneDNN."""
+    return _linfuse.mkl_available()
 
 
 def cuda_enabled() -> bool:

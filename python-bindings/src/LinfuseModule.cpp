@@ -242,6 +242,7 @@ PYBIND11_MODULE(_linfuse, m) {
         out["loop_calls"] = stats.loop_calls;
         out["threaded_loop_calls"] = stats.threaded_loop_calls;
         out["weight_reorders"] = stats.weight_reorders;
+        out["mkl_gemm_calls"] = stats.mkl_gemm_calls;
         return out;
       },
       py::arg("reset") = false);
@@ -261,6 +262,19 @@ PYBIND11_MODULE(_linfuse, m) {
       },
       py::arg("mode"));
   m.def("get_weight_reorder", [] { return linfuse_cpu_get_weight_reorder(); });
+  m.def(
+      "set_mkl",
+      [](int32_t mode) {
+        int32_t before = linfuse_cpu_set_mkl(mode);
+        if (before < 0)
+          throw py::value_error("set_mkl: mode must be 0 (never), 1 (auto) "
+                                "or 2 (always), got " +
+                                std::to_string(mode));
+        return before;
+      },
+      py::arg("mode"));
+  m.def("get_mkl", [] { return linfuse_cpu_get_mkl(); });
+  m.def("mkl_available", [] { return linfuse_cpu_mkl_available() != 0; });
   m.def("cuda_enabled", [] {
 #ifdef LINFUSE_ENABLE_CUDA
     return true;

@@ -1634,4 +1634,139 @@ TEST_F(RuntimeTest, ConcurrentErrorsStayWithTheirThread) {
   EXPECT_EQ(LINFUSE_OK, linfuse_last_error());
 }
 
+//===----------------------------------------------------------------------===//
+// oneMKL (MklGemm.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Sets the MKL mode for one test and restores the previous one.
+class MklMode {
+public:
+  explicit MklMode(int32_t mode) : saved(linfuse_cpu_set_mkl(mode)) {}
+  ~MklMode() {
+    linfuse_cpu_set_mkl(saved);
+    linfuse_cpu_release_packed_weights();
+  }
+
+private:
+  int32_t saved;
+};
+
+int64_t mklCalls() {
+  linfuse_runtime_stats stats;
+  linfuse_get_stats(&stats);
+  return stats.mkl_gemm_calls;
+}
+
+/// With LINFUSE_MKL_ALWAYS, products on weights run on oneMKL's packed
+/// GEMMs and match the reference: f32 into f32, bf16 into f32 and bf16, B
+/// stored either way, A transposed, a bias, every epilogue, C a column
+/// slice of a wider buffer. One row of output stays on oneDNN until the
+/// weight is packed, then reads the packed copy too; new values at the
+/// weight's address are not seen until linfuse_cpu_release_packed_weights.
+TEST_F(RuntimeTest, WeightsOnMklMatchTheReference) {
+  MklMode mode(LINFUSE_MKL_ALWAYS);
+  if (!linfuse_cpu_mkl_available())
+    GTEST_SKIP() << "oneMKL cannot be loaded (scripts/setup.sh --python "
+                    "installs PyPI's mkl into the venv)";
+  if (linfuse_cpu_get_weight_reorder() == LINFUSE_REORDER_NEVER)
+    GTEST_SKIP() << "$LINFUSE_REORDER_WEIGHTS=0: no packed copies";
+  struct Case {
+    linfuse_dtype ab, c;
+    int64_t n, k;
+    int32_t flags, epilogue;
+    bool bias, sliceC;
+  };
+  const int32_t constant = LINFUSE_GEMM_CONSTANT_B;
+  // bf16 weights below 2^23 elements stay on oneDNN: 2048 x 4096.
+  const Case cases[] = {
+      {LINFUSE_F32, LINFUSE_F32, 96, 64, kTransB | constant,
+       LINFUSE_EPILOGUE_NONE, false, false},
+      {LINFUSE_F32, LINFUSE_F32, 96, 64, constant, LINFUSE_EPILOGUE_RELU, true,
+       true},
+      {LINFUSE_F32, LINFUSE_F32, 130, 33, kTransBoth | constant,
+       LINFUSE_EPILOGUE_GELU_ERF, true, false},
+      {LINFUSE_F32, LINFUSE_F32, 96, 64, kTransB | constant,
+       LINFUSE_EPILOGUE_GELU_TANH, true, true},
+      {LINFUSE_BF16, LINFUSE_BF16, 4096, 2048, kTransB | constant,
+       LINFUSE_EPILOGUE_SILU, true, false},
+      {LINFUSE_BF16, LINFUSE_F32, 4096, 2048, constant, LINFUSE_EPILOGUE_NONE,
+       false, true},
+  };
+  for (const Case &t : cases) {
+    SCOPED_TRACE("ab " + std::to_string(t.ab) + " c " + std::to_string(t.c) +
+                 " n " + std::to_string(t.n) + " flags " +
+                 std::to_string(t.flags) + " epilogue " +
+                 std::to_string(t.epilogue));
+    Gemm g;
+    g.abType = t.ab;
+    g.cType = t.c;
+    g.flags = t.flags | (t.bias ? LINFUSE_GEMM_HAS_BIAS : 0);
+    g.epilogue = t.epilogue;
+    Tensor bias = randomized(Tensor::contiguous(t.c, {t.n}), 41);
+    Tensor *biasArg = t.bias ? &bias : nullptr;
+    auto operands = [&](int64_t m) {
+      Operands ops = contiguousOperands(t.ab, t.c, g.flags, m, t.n, t.k);
+      if (t.sliceC) // columns [0, n) of an m x (n + 5) buffer
+        ops.c = randomized(Tensor(t.c, {m, t.n}, {t.n + 5, 1}), 5);
+      return ops;
+    };
+    Operands wide = operands(16), one = operands(1);
+    one.b = wide.b;
+    // One row first: oneDNN, on the plain weight.
+    int64_t before = mklCalls();
+    runAndCheck(g, one.a, wide.b, one.c, biasArg);
+    EXPECT_EQ(before, mklCalls()) << "a one-row product packed the weight";
+    runAndCheck(g, wide.a, wide.b, wide.c, biasArg);
+    EXPECT_EQ(before + 1, mklCalls()) << "not on oneMKL";
+    runAndCheck(g, one.a, wide.b, one.c, biasArg);
+    EXPECT_EQ(before + 2, mklCalls()) << "one row not read from the copy";
+    // The packed copy is what later calls read, until released.
+    const std::vector<uint8_t> first = wide.c.bytes;
+    wide.b = randomized(std::move(wide.b), 9);
+    ASSERT_EQ(LINFUSE_OK, g.run(wide.a, wide.b, wide.c, biasArg));
+    EXPECT_EQ(first, wide.c.bytes) << "the new values were read";
+    linfuse_cpu_release_packed_weights();
+    runAndCheck(g, wide.a, wide.b, wide.c, biasArg);
+    EXPECT_NE(first, wide.c.bytes);
+    linfuse_cpu_release_packed_weights();
+  }
+}
+
+/// What stays on oneDNN whatever the mode: bf16 weights under 2^23
+/// elements, f16, B that is not a weight, batched products; and everything
+/// with LINFUSE_MKL_NEVER. Unknown modes are refused.
+TEST_F(RuntimeTest, MklTakesOnlyItsProducts) {
+  MklMode mode(LINFUSE_MKL_ALWAYS);
+  if (!linfuse_cpu_mkl_available())
+    GTEST_SKIP() << "oneMKL cannot be loaded (scripts/setup.sh --python "
+                    "installs PyPI's mkl into the venv)";
+  EXPECT_EQ(-1, linfuse_cpu_set_mkl(3));
+  EXPECT_EQ(-1, linfuse_cpu_set_mkl(-1));
+  EXPECT_EQ(LINFUSE_MKL_ALWAYS, linfuse_cpu_get_mkl());
+  int64_t before = mklCalls();
+  for (linfuse_dtype type : {LINFUSE_BF16, LINFUSE_F16}) {
+    Gemm g;
+    g.abType = type;
+    g.flags = kTransB | LINFUSE_GEMM_CONSTANT_B;
+    Operands ops = contiguousOperands(type, LINFUSE_F32, g.flags, 16, 96, 64);
+    runAndCheck(g, ops.a, ops.b, ops.c);
+  }
+  Gemm notAWeight;
+  Operands plain = contiguousOperands(LINFUSE_F32, LINFUSE_F32, 0, 16, 96, 64);
+  runAndCheck(notAWeight, plain.a, plain.b, plain.c);
+  Gemm batched;
+  batched.flags = LINFUSE_GEMM_CONSTANT_B;
+  Operands three =
+      contiguousOperands(LINFUSE_F32, LINFUSE_F32, 0, 16, 96, 64, {3});
+  runAndCheck(batched, three.a, three.b, three.c);
+  EXPECT_EQ(before, mklCalls());
+
+  linfuse_cpu_set_mkl(LINFUSE_MKL_NEVER);
+  Gemm weight;
+  weight.flags = LINFUSE_GEMM_CONSTANT_B;
+  Operands ops = contiguousOperands(LINFUSE_F32, LINFUSE_F32, 0, 16, 96, 64);
+  runAndCheck(weight, ops.a, ops.b, ops.c);
+  EXPECT_EQ(before, mklCalls());
+}
+
 } // namespace

@@ -203,7 +203,8 @@ int main(int argc, char **argv) {
                  << "\nfallback_gemm_calls: " << stats.fallback_gemm_calls
                  << "\nloop_calls: " << stats.loop_calls
                  << "\nthreaded_loop_calls: " << stats.threaded_loop_calls
-                 << "\nweight_reorders: " << stats.weight_reorders << "\n";
+                 << "\nweight_reorders: " << stats.weight_reorders
+                 << "\nmkl_gemm_calls: " << stats.mkl_gemm_calls << "\n";
 
   for (auto [i, result] : llvm::enumerate(results)) {
     if (!outputs.empty()) {

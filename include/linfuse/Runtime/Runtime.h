@@ -208,8 +208,32 @@ typedef enum linfuse_weight_reorder {
 LINFUSE_RUNTIME_EXPORT int32_t linfuse_cpu_set_weight_reorder(int32_t mode);
 LINFUSE_RUNTIME_EXPORT int32_t linfuse_cpu_get_weight_reorder(void);
 
+/* Whether host GEMMs on weights (LINFUSE_GEMM_CONSTANT_B: f32, and bf16
+ * weights of 2^23 elements or more, in single products with more than one
+ * row of output) run on oneMKL over weights packed for it, instead of on
+ * oneDNN. oneMKL is loaded on first use ($LINFUSE_MKL_LIBRARY, else
+ * libmkl_rt.so.3, else the project venv's); where it cannot be, oneDNN
+ * serves every mode. */
+typedef enum linfuse_mkl_mode {
+  LINFUSE_MKL_NEVER = 0,
+  /* On Intel CPUs, where it was measured faster (the default). */
+  LINFUSE_MKL_AUTO = 1,
+  /* On any CPU. */
+  LINFUSE_MKL_ALWAYS = 2,
+} linfuse_mkl_mode;
+
+/* Sets the mode for later GEMMs (weights packed already stay packed) and
+ * returns the previous one, or -1 (nothing changed) for a code outside the
+ * enum. The default is $LINFUSE_MKL: 0 for NEVER, 1 for ALWAYS, AUTO
+ * otherwise. */
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_cpu_set_mkl(int32_t mode);
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_cpu_get_mkl(void);
+/* 1 if oneMKL can be loaded and set to run on GNU OpenMP (it is loaded
+ * now if it was not), else 0. */
+LINFUSE_RUNTIME_EXPORT int32_t linfuse_cpu_mkl_available(void);
+
 /* 1 if every byte of [data, data + bytes) belongs to a weight that oneDNN
- * reads from a reordered copy (a GEMM has run on it), else 0. */
+ * or oneMKL reads from a copy of its own (a GEMM has run on it), else 0. */
 LINFUSE_RUNTIME_EXPORT int32_t linfuse_cpu_weights_reordered(const void *data,
                                                              int64_t bytes);
 
@@ -307,9 +331,13 @@ typedef struct linfuse_runtime_stats {
    * one thread (the rest were too small, or threads were set to 1). */
   int64_t loop_calls;
   int64_t threaded_loop_calls;
-  /* Weights reordered into a copy in oneDNN's layout: a weight's first GEMM
-   * in a layout, and again after linfuse_cpu_release_packed_weights. */
+  /* Weights reordered into a copy in oneDNN's layout or packed for oneMKL:
+   * a weight's first GEMM in a layout, and again after
+   * linfuse_cpu_release_packed_weights. */
   int64_t weight_reorders;
+  /* Host GEMMs computed by oneMKL on a packed weight (f32 and large bf16
+   * weights on Intel CPUs; among gemm_calls, not fallback_gemm_calls). */
+  int64_t mkl_gemm_calls;
 } linfuse_runtime_stats;
 
 LINFUSE_RUNTIME_EXPORT void linfuse_get_stats(linfuse_runtime_stats *out);
