@@ -13,8 +13,8 @@
 //
 // Which products come here: a single product (batch 1) whose B is a weight
 // (LINFUSE_GEMM_CONSTANT_B) of f32 or bf16, A and C addressable by BLAS,
-// with more than one row of output (or any number once the weight has a
-// packed copy, or in mode LINFUSE_REORDER_ALWAYS), bf16 weights only from
+// with more than one row of output (any number in mode
+// LINFUSE_REORDER_ALWAYS), bf16 weights only from
 // kBf16MinWeight elements. The weight is packed on first use into an
 // anonymous mapping (cblas_sgemm_pack_get_size asks for up to 3x what is
 // written at small sizes; untouched pages cost nothing) and kept, by
@@ -317,14 +317,14 @@ bool linfuse::runtime::mklGemm(int32_t abType, int32_t cType,
   if (!mk)
     return false;
 
-  // One row of output runs on oneDNN's gemm:jit over the plain weight,
-  // unless this weight is MKL's already (or every product reads copies).
-  // A handed-over weight goes to oneDNN, which reorders it over its own
-  // bytes (MKL's packed layout is larger: it needs new memory).
+  // One row of output (decode) runs on oneDNN's gemm:jit over the plain
+  // weight, as without MKL, unless every product reads copies (then MKL's
+  // where it has one). A handed-over weight goes to oneDNN, which reorders
+  // it over its own bytes (MKL's packed layout is larger: new memory).
   Layout bLayout = Layout::of(b, transB);
-  bool oneRow = m == 1 && weightReorder() != LINFUSE_REORDER_ALWAYS;
-  if ((oneRow || handedOver(b.data)) &&
-      !packedWeights.has(b.data, bLayout, abType))
+  if (m == 1 && weightReorder() != LINFUSE_REORDER_ALWAYS)
+    return false;
+  if (handedOver(b.data) && !packedWeights.has(b.data, bLayout, abType))
     return false;
   Packed *packed = packedWeight(*mk, abType, b, bLayout, bv, int(k), int(n));
   if (!packed)

@@ -56,8 +56,8 @@ bool oneDnn3Gemm(int32_t abType, int32_t cType, const GemmMatrix &a,
 
 /// The same on oneMKL's packed GEMMs (MklGemm.cpp), which run f32 and
 /// large bf16 weights faster than oneDNN on Intel CPUs: for single products
-/// whose B is a weight (`constantB`) with more than one row of output (any
-/// number once the weight is packed). False, before reading or writing
+/// whose B is a weight (`constantB`) with more than one row of output.
+/// False, before reading or writing
 /// anything, for other problems, other CPUs, or where MKL cannot be loaded.
 bool mklGemm(int32_t abType, int32_t cType, const GemmMatrix &a, bool transA,
              const GemmMatrix &b, bool transB, const GemmMatrix *bias,

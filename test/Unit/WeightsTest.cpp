@@ -260,13 +260,8 @@ TEST(Weights, ReorderedWeightsPagesLeaveMemoryAndComeBack) {
   else
     EXPECT_GE(residentKb(b.aligned), 1000) << "pages left without a copy";
   gemm(16); // the reordered copy
-  gemm(1);  // oneDNN: the plain layout, mapped again from the file
-  linfuse_runtime_stats last;
-  linfuse_get_stats(&last);
-  if (last.mkl_gemm_calls == after.mkl_gemm_calls)
-    EXPECT_GE(residentKb(b.aligned), 1000);
-  else // oneMKL (Intel CPUs) reads its packed copy at every M
-    EXPECT_LT(residentKb(b.aligned), 64) << "the plain pages came back";
+  gemm(1);  // the plain layout, mapped again from the file
+  EXPECT_GE(residentKb(b.aligned), 1000);
   linfuse_cpu_release_packed_weights();
   linfuse_weights_close(w);
 }

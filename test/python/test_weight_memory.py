@@ -88,7 +88,8 @@ def test_gate_and_up_share_one_buffer_the_merged_gemm_reads(path):
 
     # The merged GEMM reads the parameters themselves: scaling up's rows
     # behind the version counter's back shows in the compiled result. (One
-    # row: larger M reads oneDNN's reordered copy of the weight, made on
+    # row: larger M reads oneDNN's reordered copy of the weight (oneMKL's
+    # packed one on Intel CPUs), made on
     # its first use, unless $LINFUSE_REORDER_WEIGHTS=0.)
     _write_bypassing_version(up, 2.0)
     with torch.no_grad():
