@@ -6,8 +6,9 @@ run through `linfuse-run` optimized (the sibling matmuls merged into one GEMM
 over the packed, concatenated weights) and with `--no-optimize` (one GEMM per
 projection); the host GEMMs run on oneDNN's matmul (f32, bf16 at M = 1:
 Debian's libdnnl2; f16, bf16 at M > 1: oneDNN 3, the venv's
-onednn-cpu-gomp, dlopen'ed), except on Intel CPUs, where f32 weights and
-bf16 ones of 2^23 elements or more run on oneMKL's packed GEMMs at M > 1
+onednn-cpu-gomp, dlopen'ed), except on Intel CPUs, where f32 and bf16
+weights of 2^22 elements and 1024 columns or more run on oneMKL's packed
+GEMMs at M > 1
 (the venv's mkl; LINFUSE_MKL=0 turns that off, --mkl-ab measures both):
 
   qkv     Q/K/V with bias (nn.Linear layout, attention):
@@ -862,8 +863,9 @@ def markdown(results):
                              has_bf16)) if on)
         out.append(f"- linfuse-run {what} GEMMs: oneDNN 3, "
                    f"{mach.get('onednn3') or 'not recorded'} (dlopen'ed)")
-    out.append("- linfuse-run f32 weights and bf16 ones of 2^23 elements or "
-               f"more at M > 1: oneMKL, {mach.get('mkl') or 'not recorded'} "
+    out.append("- linfuse-run f32 and bf16 weights of 2^22 elements and 1024 "
+               "columns or more at M > 1: oneMKL, "
+               f"{mach.get('mkl') or 'not recorded'} "
                f"(dlopen'ed; LINFUSE_MKL {mach.get('mkl_mode', '?')})")
     torch_res = results.get("torch") or {}
     if tinfo:

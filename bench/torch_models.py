@@ -461,6 +461,17 @@ def section_overhead(args, torch, np, linfuse, M) -> dict:
     return {"timings": res, "rel_err": errs, "gemm_calls": {"linear8": gemms, "x*2": gemms_t2}}
 
 
+def _onednn_only(compiled, linfuse):
+    """`compiled` called with linfuse.set_mkl("never") (--mkl-ab)."""
+    def call(x):
+        before = linfuse.set_mkl("never")
+        try:
+            return compiled(x)
+        finally:
+            linfuse.set_mkl(before)
+    return call
+
+
 def section_e2e(args, torch, np, linfuse, M) -> dict:
     import linfuse.torch as lt
     out = {}
@@ -487,6 +498,9 @@ def section_e2e(args, torch, np, linfuse, M) -> dict:
             cands = dict(compiled)
             if m == 1:
                 cands["linfuse static [1,256]"] = static1
+            if args.mkl_ab:
+                # The merged module with every GEMM on oneDNN, interleaved.
+                cands["linfuse, oneDNN only"] = _onednn_only(compiled["linfuse"], linfuse)
             for name, c in cands.items():
                 variants[name] = (lambda c=c, x=x: c(x), False)
             with torch.inference_mode():
@@ -652,6 +666,9 @@ def main() -> int:
                     help="longest wait for a quiet machine before each comparison")
     ap.add_argument("--layers", type=int, default=12, help="layers of the e2e stacks")
     ap.add_argument("--m", type=int, nargs="+", default=[1, 16, 128])
+    ap.add_argument("--mkl-ab", action="store_true",
+                    help="e2e: also the merged module with every GEMM on oneDNN "
+                         "(linfuse.set_mkl('never')), interleaved")
     ap.add_argument("--kinds", nargs="+", default=["llama", "linear_relu"],
                     choices=["llama", "linear_relu"])
     ap.add_argument("--threads", type=int, default=os.cpu_count(),

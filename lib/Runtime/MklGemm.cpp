@@ -7,15 +7,15 @@
 // 3.2's reordered-weight kernels). PyTorch's Inductor reads f32 weights the
 // same way (freezing: mkl._mkl_linear over cblas_sgemm_pack'ed weights).
 // oneDNN stays for what it does better: one row of output (gemm:jit on the
-// plain weight), small bf16 weights (MKL's bf16 kernels cost more to start),
-// f16, and every CPU that is not Intel's (MKL's code paths there were not
-// measured).
+// plain weight), small and narrow weights (MKL is slower to start, and
+// threads few columns badly), f16, and every CPU that is not Intel's (MKL's
+// code paths there were not measured).
 //
 // Which products come here: a single product (batch 1) whose B is a weight
 // (LINFUSE_GEMM_CONSTANT_B) of f32 or bf16, A and C addressable by BLAS,
 // with more than one row of output (any number in mode
-// LINFUSE_REORDER_ALWAYS), bf16 weights only from
-// kBf16MinWeight elements. The weight is packed on first use into an
+// LINFUSE_REORDER_ALWAYS), of kMinWeight elements and kMinColumns columns
+// or more. The weight is packed on first use into an
 // anonymous mapping (cblas_sgemm_pack_get_size asks for up to 3x what is
 // written at small sizes; untouched pages cost nothing) and kept, by
 // address, with oneDNN's reordered weights (OneDnnCommon.h's PackedWeights:
@@ -170,11 +170,16 @@ const mkl::Api *api() {
   return instance;
 }
 
-/// bf16 weights with fewer elements than this stay on oneDNN 3: MKL's bf16
-/// kernels take longer to start (measured, 2 threads, against oneDNN 2.6:
-/// 64x256x1376 32 against 15 us, 16x768x2304 47 against 30 us; from
-/// 16x4096x12288 on MKL takes 0.49-0.76x the time).
-constexpr int64_t kBf16MinWeight = int64_t(1) << 23;
+/// Weights with fewer elements or columns than these stay on oneDNN, where
+/// MKL was measured slower or level (2 threads, MKL's time / oneDNN 2.6's
+/// with reordered weights): bf16 64x256x1376 2.19, 16x768x2304 1.59,
+/// 128x1376x512 1.31, 128x4096x512 0.91; f32 128x688x256 1.96 (a 12-layer
+/// LLaMA MLP at hidden 256 and M = 64 took 4.8 ms on MKL, 3.9 on oneDNN),
+/// 128x2048x512 1.03, 128x768x2304 0.94. From 4096x1024 on, MKL takes
+/// 0.48-0.99x the time (f32 0.86-0.99, bf16 0.48-0.80) at M = 16 to 128,
+/// except f32 at M = 16 (1.05-1.07, Design.md).
+constexpr int64_t kMinWeight = int64_t(1) << 22;
+constexpr int64_t kMinColumns = 1024;
 
 /// The number of rows of output a weight is packed for. Any number reads
 /// the packed weight correctly (checked from 1 to 300 rows), but MKL lays
@@ -305,7 +310,7 @@ bool linfuse::runtime::mklGemm(int32_t abType, int32_t cType,
   constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
   if (m <= 0 || n <= 0 || k <= 0 || m > kMaxInt || n > kMaxInt || k > kMaxInt)
     return false;
-  if (abType == LINFUSE_BF16 && k * n < kBf16MinWeight)
+  if (k * n < kMinWeight || n < kMinColumns)
     return false;
   View av, bv;
   if (!viewOf(a, transA, av) || !viewOf(b, transB, bv))

@@ -54,11 +54,11 @@ bool oneDnn3Gemm(int32_t abType, int32_t cType, const GemmMatrix &a,
                  const GemmMatrix *bias, const GemmMatrix &c, int32_t epilogue,
                  bool constantB);
 
-/// The same on oneMKL's packed GEMMs (MklGemm.cpp), which run f32 and
-/// large bf16 weights faster than oneDNN on Intel CPUs: for single products
+/// The same on oneMKL's packed GEMMs (MklGemm.cpp), which run large f32
+/// and bf16 weights faster than oneDNN on Intel CPUs: for single products
 /// whose B is a weight (`constantB`) with more than one row of output.
-/// False, before reading or writing
-/// anything, for other problems, other CPUs, or where MKL cannot be loaded.
+/// False, before reading or writing anything, for other problems, other
+/// CPUs, or where MKL cannot be loaded.
 bool mklGemm(int32_t abType, int32_t cType, const GemmMatrix &a, bool transA,
              const GemmMatrix &b, bool transB, const GemmMatrix *bias,
              const GemmMatrix &c, int32_t epilogue, bool constantB);

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 def _find_libraries() -> None:
     """f16 GEMMs run on oneDNN 3 (PyPI's onednn-cpu-gomp puts libdnnl.so.3
-    in the environment's lib/), f32 and large bf16 weights on Intel CPUs on
+    in the environment's lib/), large f32 and bf16 weights on Intel CPUs on
     oneMKL (PyPI's mkl: libmkl_rt.so.3); the runtime looks where this
     says."""
     for variable, name in (("LINFUSE_DNNL3_LIBRARY", "libdnnl.so.3"),
@@ -103,8 +103,8 @@ _MKL_MODES = ("never", "auto", "always")
 
 
 def set_mkl(mode: str) -> str:
-    """Whether host GEMMs on weights (f32, and bf16 weights of 2^23
-    elements or more, with more than one row of output) run on oneMKL's
+    """Whether host GEMMs on large weights (f32 or bf16, 2^22 elements and
+    1024 columns or more, with more than one row of output) run on oneMKL's
     packed GEMMs instead of oneDNN, process-wide: "auto" (the default: on
     Intel CPUs, where it was measured faster), "always" (any CPU) or
     "never". Where oneMKL cannot be loaded everything runs on oneDNN. The

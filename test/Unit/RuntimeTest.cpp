@@ -1677,19 +1677,19 @@ TEST_F(RuntimeTest, WeightsOnMklMatchTheReference) {
     bool bias, sliceC;
   };
   const int32_t constant = LINFUSE_GEMM_CONSTANT_B;
-  // bf16 weights below 2^23 elements stay on oneDNN: 2048 x 4096.
+  // Weights under 2^22 elements or 1024 columns stay on oneDNN.
   const Case cases[] = {
-      {LINFUSE_F32, LINFUSE_F32, 96, 64, kTransB | constant,
+      {LINFUSE_F32, LINFUSE_F32, 4096, 1024, kTransB | constant,
        LINFUSE_EPILOGUE_NONE, false, false},
-      {LINFUSE_F32, LINFUSE_F32, 96, 64, constant, LINFUSE_EPILOGUE_RELU, true,
-       true},
-      {LINFUSE_F32, LINFUSE_F32, 130, 33, kTransBoth | constant,
+      {LINFUSE_F32, LINFUSE_F32, 4096, 1024, constant, LINFUSE_EPILOGUE_RELU,
+       true, true},
+      {LINFUSE_F32, LINFUSE_F32, 1030, 4100, kTransBoth | constant,
        LINFUSE_EPILOGUE_GELU_ERF, true, false},
-      {LINFUSE_F32, LINFUSE_F32, 96, 64, kTransB | constant,
+      {LINFUSE_F32, LINFUSE_F32, 4096, 1024, kTransB | constant,
        LINFUSE_EPILOGUE_GELU_TANH, true, true},
-      {LINFUSE_BF16, LINFUSE_BF16, 4096, 2048, kTransB | constant,
+      {LINFUSE_BF16, LINFUSE_BF16, 4096, 1024, kTransB | constant,
        LINFUSE_EPILOGUE_SILU, true, false},
-      {LINFUSE_BF16, LINFUSE_F32, 4096, 2048, constant, LINFUSE_EPILOGUE_NONE,
+      {LINFUSE_BF16, LINFUSE_F32, 1024, 4096, constant, LINFUSE_EPILOGUE_NONE,
        false, true},
   };
   for (const Case &t : cases) {
@@ -1710,7 +1710,7 @@ TEST_F(RuntimeTest, WeightsOnMklMatchTheReference) {
         ops.c = randomized(Tensor(t.c, {m, t.n}, {t.n + 5, 1}), 5);
       return ops;
     };
-    Operands wide = operands(16), one = operands(1);
+    Operands wide = operands(5), one = operands(1);
     one.b = wide.b;
     // One row first: oneDNN, on the plain weight.
     int64_t before = mklCalls();
@@ -1732,9 +1732,9 @@ TEST_F(RuntimeTest, WeightsOnMklMatchTheReference) {
   }
 }
 
-/// What stays on oneDNN whatever the mode: bf16 weights under 2^23
-/// elements, f16, B that is not a weight, batched products; and everything
-/// with LINFUSE_MKL_NEVER. Unknown modes are refused.
+/// What stays on oneDNN whatever the mode: weights under 2^22 elements or
+/// 1024 columns, f16, B that is not a weight, batched products; and
+/// everything with LINFUSE_MKL_NEVER. Unknown modes are refused.
 TEST_F(RuntimeTest, MklTakesOnlyItsProducts) {
   MklMode mode(LINFUSE_MKL_ALWAYS);
   if (!linfuse_cpu_mkl_available())
@@ -1744,29 +1744,45 @@ TEST_F(RuntimeTest, MklTakesOnlyItsProducts) {
   EXPECT_EQ(-1, linfuse_cpu_set_mkl(-1));
   EXPECT_EQ(LINFUSE_MKL_ALWAYS, linfuse_cpu_get_mkl());
   int64_t before = mklCalls();
-  for (linfuse_dtype type : {LINFUSE_BF16, LINFUSE_F16}) {
+  struct Shape {
+    linfuse_dtype type;
+    int64_t n, k;
+  };
+  // Small (just under 2^22 elements), narrow (512 columns), f16.
+  for (Shape s :
+       {Shape{LINFUSE_F32, 4095, 1024}, Shape{LINFUSE_BF16, 96, 64},
+        Shape{LINFUSE_F32, 512, 16384}, Shape{LINFUSE_F16, 4096, 1024}}) {
+    SCOPED_TRACE("type " + std::to_string(s.type) + " n " +
+                 std::to_string(s.n));
     Gemm g;
-    g.abType = type;
+    g.abType = s.type;
     g.flags = kTransB | LINFUSE_GEMM_CONSTANT_B;
-    Operands ops = contiguousOperands(type, LINFUSE_F32, g.flags, 16, 96, 64);
+    Operands ops =
+        contiguousOperands(s.type, LINFUSE_F32, g.flags, 3, s.n, s.k);
     runAndCheck(g, ops.a, ops.b, ops.c);
   }
   Gemm notAWeight;
-  Operands plain = contiguousOperands(LINFUSE_F32, LINFUSE_F32, 0, 16, 96, 64);
+  Operands plain =
+      contiguousOperands(LINFUSE_F32, LINFUSE_F32, 0, 3, 4096, 1024);
   runAndCheck(notAWeight, plain.a, plain.b, plain.c);
   Gemm batched;
   batched.flags = LINFUSE_GEMM_CONSTANT_B;
   Operands three =
-      contiguousOperands(LINFUSE_F32, LINFUSE_F32, 0, 16, 96, 64, {3});
+      contiguousOperands(LINFUSE_F32, LINFUSE_F32, 0, 2, 4096, 1024, {2});
   runAndCheck(batched, three.a, three.b, three.c);
   EXPECT_EQ(before, mklCalls());
 
   linfuse_cpu_set_mkl(LINFUSE_MKL_NEVER);
   Gemm weight;
   weight.flags = LINFUSE_GEMM_CONSTANT_B;
-  Operands ops = contiguousOperands(LINFUSE_F32, LINFUSE_F32, 0, 16, 96, 64);
+  Operands ops = contiguousOperands(LINFUSE_F32, LINFUSE_F32, 0, 3, 4096, 1024);
   runAndCheck(weight, ops.a, ops.b, ops.c);
   EXPECT_EQ(before, mklCalls());
+  // The same product is MKL's in mode ALWAYS: the test above can fail.
+  linfuse_cpu_set_mkl(LINFUSE_MKL_ALWAYS);
+  linfuse_cpu_release_packed_weights();
+  runAndCheck(weight, ops.a, ops.b, ops.c);
+  EXPECT_EQ(before + 1, mklCalls());
 }
 
 } // namespace

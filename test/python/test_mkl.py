@@ -1,7 +1,8 @@
 """oneMKL for weights (lib/Runtime/MklGemm.cpp): with linfuse.set_mkl("always")
-the merged f32 and large bf16 weights' GEMMs run on oneMKL's packed GEMMs
+the GEMMs on merged f32 and bf16 weights of 2^22 elements and 1024 columns or
+more run on oneMKL's packed GEMMs
 (counted in runtime_stats()["mkl_gemm_calls"]) and agree with numpy at every
-row count (one row stays on oneDNN's gemm:jit); small bf16 weights
+row count (one row stays on oneDNN's gemm:jit); small weights
 and mode "never" stay on oneDNN. The default ("auto") uses it on Intel CPUs
 only. Skipped where oneMKL cannot be loaded (scripts/setup.sh --python
 installs PyPI's mkl)."""
@@ -120,7 +121,7 @@ def test_f32_weights_on_mkl(mkl_mode):
     needs_mkl()
     # One row stays on oneDNN's gemm:jit over the plain weight, before and
     # after a 16-row call packed the weight.
-    results = run("f32", 96, 64, (1, 16, 1, 3))
+    results = run("f32", 2048, 1024, (1, 16, 1, 3))
     for m, err, calls in results:
         assert err < 1e-5, (m, err)
     assert [calls for _, _, calls in results] == [0, 1, 0, 1]
@@ -130,8 +131,8 @@ def test_f32_weights_on_mkl(mkl_mode):
 def test_large_bf16_weights_on_mkl_small_ones_not(mkl_mode):
     mkl_mode("always")
     needs_mkl()
-    # Merged 4096 x 2048: 2^23 elements, oneMKL's; 2 x 96 x 64 stays on oneDNN.
-    for (n, k), want in (((2048, 2048), 1), ((96, 64), 0)):
+    # Merged 4096 x 1024: 2^22 elements, oneMKL's; 2 x 96 x 64 stays on oneDNN.
+    for (n, k), want in (((2048, 1024), 1), ((96, 64), 0)):
         for m, err, calls in run("bf16", n, k, (8, 33)):
             assert err < 2e-2, (n, k, m, err)
             assert calls == want, (n, k, m, calls)
@@ -139,6 +140,6 @@ def test_large_bf16_weights_on_mkl_small_ones_not(mkl_mode):
 
 def test_never_keeps_everything_on_onednn(mkl_mode):
     mkl_mode("never")
-    for m, err, calls in run("f32", 96, 64, (16, 1)):
+    for m, err, calls in run("f32", 2048, 1024, (16, 1)):
         assert err < 1e-5
         assert calls == 0

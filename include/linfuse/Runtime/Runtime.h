@@ -208,10 +208,10 @@ typedef enum linfuse_weight_reorder {
 LINFUSE_RUNTIME_EXPORT int32_t linfuse_cpu_set_weight_reorder(int32_t mode);
 LINFUSE_RUNTIME_EXPORT int32_t linfuse_cpu_get_weight_reorder(void);
 
-/* Whether host GEMMs on weights (LINFUSE_GEMM_CONSTANT_B: f32, and bf16
- * weights of 2^23 elements or more, in single products with more than one
- * row of output, or any in LINFUSE_REORDER_ALWAYS) run on oneMKL over weights packed for it, instead of on
- * oneDNN. oneMKL is loaded on first use ($LINFUSE_MKL_LIBRARY, else
+/* Whether host GEMMs on weights (LINFUSE_GEMM_CONSTANT_B: f32 or bf16, of
+ * 2^22 elements and 1024 columns or more, in single products with more
+ * than one row of output, or any in LINFUSE_REORDER_ALWAYS) run on oneMKL
+ * over weights packed for it, instead of on oneDNN. oneMKL is loaded on first use ($LINFUSE_MKL_LIBRARY, else
  * libmkl_rt.so.3, else the project venv's); where it cannot be, oneDNN
  * serves every mode. */
 typedef enum linfuse_mkl_mode {
