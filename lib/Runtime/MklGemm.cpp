@@ -52,6 +52,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <new>
 
 using namespace linfuse::runtime;
 
@@ -260,7 +261,11 @@ Packed *packedWeight(const mkl::Api &mk, int32_t type, const GemmMatrix &b,
           mk.bf16Pack(mkl::kRowMajor, mkl::kMatrixB, trans, kPackRows, n, k,
                       reinterpret_cast<const uint16_t *>(view.data), view.ld,
                       static_cast<uint16_t *>(data));
-        return new Packed{data, bytes};
+        // No exceptions in the runtime: a failed allocation declines.
+        auto *packed = new (std::nothrow) Packed{data, bytes};
+        if (!packed)
+          munmap(data, bytes);
+        return packed;
       });
 }
 
