@@ -120,6 +120,24 @@ inline int64_t rowMajorLd(int64_t rows, int64_t cols, int64_t rowStride,
   return ld;
 }
 
+/// How a rows x cols matrix with these strides is passed to BLAS in
+/// row-major order: as row-major (`transposed` false) or as the transpose of
+/// a row-major matrix (`transposed` true), with leading dimension `ld` (at
+/// most `maxLd`). False if neither.
+inline bool blasLayout(int64_t rows, int64_t cols, int64_t rowStride,
+                       int64_t colStride, int64_t maxLd, int64_t &ld,
+                       bool &transposed) {
+  if ((ld = rowMajorLd(rows, cols, rowStride, colStride, maxLd))) {
+    transposed = false;
+    return true;
+  }
+  if ((ld = rowMajorLd(cols, rows, colStride, rowStride, maxLd))) {
+    transposed = true;
+    return true;
+  }
+  return false;
+}
+
 /// One batch element's final pass: C(i, j) = round(epilogue(acc(i, j) +
 /// bias[j])). acc(i, j) is acc[i * accRow + j * accCol] (f32); C(i, j) the
 /// element i * cRow + j * cCol of `c`, of the GEMM's c_type; `bias` holds

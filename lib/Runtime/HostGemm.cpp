@@ -225,19 +225,14 @@ struct BlasMatrix {
 /// How an f32 matrix can be used in place: as row-major (`trans` false) or
 /// as the transpose of a row-major matrix (`trans` true). False if neither.
 bool inPlaceLayout(int32_t dtype, const Matrix &m, BlasMatrix &out) {
-  if (dtype != LINFUSE_F32)
+  int64_t ld;
+  bool transposed;
+  if (dtype != LINFUSE_F32 ||
+      !blasLayout(m.rows, m.cols, m.rowStride, m.colStride,
+                  std::numeric_limits<blasint>::max(), ld, transposed))
     return false;
-  if (int64_t ld = rowMajorLd(m.rows, m.cols, m.rowStride, m.colStride,
-                              std::numeric_limits<blasint>::max())) {
-    out = {reinterpret_cast<float *>(m.data), blasint(ld), false};
-    return true;
-  }
-  if (int64_t ld = rowMajorLd(m.cols, m.rows, m.colStride, m.rowStride,
-                              std::numeric_limits<blasint>::max())) {
-    out = {reinterpret_cast<float *>(m.data), blasint(ld), true};
-    return true;
-  }
-  return false;
+  out = {reinterpret_cast<float *>(m.data), blasint(ld), transposed};
+  return true;
 }
 
 /// An input (A or B) of one batch element for sgemm: in place if possible,

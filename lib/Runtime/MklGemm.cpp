@@ -219,18 +219,13 @@ struct View {
 /// `m` as BLAS reads op(m) (`opTrans`): row-major, or the transpose of
 /// row-major; false if neither.
 bool viewOf(const GemmMatrix &m, bool opTrans, View &out) {
-  constexpr int64_t maxLd = std::numeric_limits<int>::max();
-  if (int64_t ld =
-          rowMajorLd(m.rows, m.cols, m.rowStride, m.colStride, maxLd)) {
-    out = {m.data, int(ld), opTrans};
-    return true;
-  }
-  if (int64_t ld =
-          rowMajorLd(m.cols, m.rows, m.colStride, m.rowStride, maxLd)) {
-    out = {m.data, int(ld), !opTrans};
-    return true;
-  }
-  return false;
+  int64_t ld;
+  bool transposed;
+  if (!blasLayout(m.rows, m.cols, m.rowStride, m.colStride,
+                  std::numeric_limits<int>::max(), ld, transposed))
+    return false;
+  out = {m.data, int(ld), transposed != opTrans};
+  return true;
 }
 
 /// B (K x N after op, described by `view`) packed once, or null (out of
@@ -241,8 +236,9 @@ Packed *packedWeight(const mkl::Api &mk, int32_t type, const GemmMatrix &b,
   return packedWeights.find(
       b.data, layout, type, Format{type}, same,
       [&](const Copies::Copy *from) -> Packed * {
+        // One format per type: `from` (another layout's copy) never comes.
         if (from)
-          return nullptr; // only plain values can be packed
+          return nullptr;
         size_t bytes = type == LINFUSE_F32
                            ? mk.sgemmPackGetSize(mkl::kMatrixB, kPackRows, n, k)
                            : mk.bf16PackGetSize(mkl::kMatrixB, kPackRows, n, k);

@@ -14,6 +14,7 @@ import sys
 import numpy as np
 
 import linfuse
+from bf16_bits import from_bf16, to_bf16
 from cpu_features import cpu_has_bf16
 
 # Two projections of x, merged: the packing function concatenates their
@@ -41,15 +42,6 @@ func.func @main(%x: tensor<?x256xbf16>, %w: tensor<192x256xbf16> {linfuse.weight
 """
 
 ROWS = (16, 1)
-
-
-def to_bf16(a):
-    bits = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def from_bf16(b):
-    return (np.asarray(b, np.uint32) << 16).view(np.float32)
 
 
 def run_rows():

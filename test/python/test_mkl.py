@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import linfuse
+from bf16_bits import from_bf16, to_bf16
 from cpu_features import cpu_has_bf16
 
 # Two projections of x, merged: the packing function concatenates their
@@ -52,15 +53,6 @@ def module(dtype, n, k):
             .replace("?xN", f"?x{n}").replace("NxT", f"{n}xT").replace("T", dtype))
 
 
-def to_bf16(a):
-    bits = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def from_bf16(b):
-    return (np.asarray(b, np.uint32) << 16).view(np.float32).astype(np.float64)
-
-
 @pytest.fixture
 def mkl_mode():
     """Restores the mode and drops packed weights after the test."""
@@ -90,7 +82,7 @@ def run(dtype, n, k, rows):
     b = rng.standard_normal(n)
     if dtype == "bf16":
         w, b, v = to_bf16(w), to_bf16(b), to_bf16(v)
-        wide = from_bf16
+        wide = lambda a: from_bf16(a).astype(np.float64)  # noqa: E731
     else:
         w, b, v = (a.astype(np.float32) for a in (w, b, v))
         wide = lambda a: np.asarray(a, np.float64)  # noqa: E731

@@ -211,9 +211,9 @@ LINFUSE_RUNTIME_EXPORT int32_t linfuse_cpu_get_weight_reorder(void);
 /* Whether host GEMMs on weights (LINFUSE_GEMM_CONSTANT_B: f32 or bf16, of
  * 2^22 elements and 1024 columns or more, in single products with more
  * than one row of output, or any in LINFUSE_REORDER_ALWAYS) run on oneMKL
- * over weights packed for it, instead of on oneDNN. oneMKL is loaded on first use ($LINFUSE_MKL_LIBRARY, else
- * libmkl_rt.so.3, else the project venv's); where it cannot be, oneDNN
- * serves every mode. */
+ * over weights packed for it, instead of on oneDNN. oneMKL is loaded on first
+ * use ($LINFUSE_MKL_LIBRARY, else libmkl_rt.so.3, else the project venv's);
+ * where it cannot be, oneDNN serves every mode. */
 typedef enum linfuse_mkl_mode {
   LINFUSE_MKL_NEVER = 0,
   /* On Intel CPUs, where it was measured faster (the default). */
