@@ -90,9 +90,7 @@ struct Dnnl {
 /// ($LINFUSE_DNNL_LIBRARY names another file than Debian's libdnnl.so.2).
 const Dnnl *dnnl() {
   static const Dnnl *instance = []() -> const Dnnl * {
-    const char *name = std::getenv("LINFUSE_DNNL_LIBRARY");
-    void *lib =
-        dlopen(name && *name ? name : "libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
+    void *lib = openLibrary("LINFUSE_DNNL_LIBRARY", {"libdnnl.so.2"});
     if (!lib)
       return nullptr;
     auto d = std::make_unique<Dnnl>();
@@ -615,6 +613,9 @@ bool linfuse::runtime::oneDnnGemm(int32_t abType, int32_t cType,
                                   const GemmMatrix &b, bool transB,
                                   const GemmMatrix *bias, const GemmMatrix &c,
                                   int32_t epilogue, bool constantB) {
+  // Without oneDNN every product takes the OpenBLAS path.
+  if (!dnnl())
+    return false;
   Key key;
   std::memset(&key, 0, sizeof(key));
   key.abType = abType;
