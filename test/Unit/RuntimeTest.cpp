@@ -1657,6 +1657,16 @@ int64_t mklCalls() {
   return stats.mkl_gemm_calls;
 }
 
+/// Why products cannot run on oneMKL here, or "" where they can.
+std::string whyNoMkl() {
+  if (!linfuse_cpu_mkl_available())
+    return "oneMKL cannot be loaded (scripts/setup.sh --python installs "
+           "PyPI's mkl into the venv)";
+  if (linfuse_cpu_get_weight_reorder() == LINFUSE_REORDER_NEVER)
+    return "$LINFUSE_REORDER_WEIGHTS=0: no packed copies";
+  return "";
+}
+
 /// With LINFUSE_MKL_ALWAYS, products on weights run on oneMKL's packed
 /// GEMMs and match the reference: f32 into f32, bf16 into f32 and bf16, B
 /// stored either way, A transposed, a bias, every epilogue, C a column
@@ -1665,11 +1675,8 @@ int64_t mklCalls() {
 /// weight's address are not seen until linfuse_cpu_release_packed_weights.
 TEST_F(RuntimeTest, WeightsOnMklMatchTheReference) {
   MklMode mode(LINFUSE_MKL_ALWAYS);
-  if (!linfuse_cpu_mkl_available())
-    GTEST_SKIP() << "oneMKL cannot be loaded (scripts/setup.sh --python "
-                    "installs PyPI's mkl into the venv)";
-  if (linfuse_cpu_get_weight_reorder() == LINFUSE_REORDER_NEVER)
-    GTEST_SKIP() << "$LINFUSE_REORDER_WEIGHTS=0: no packed copies";
+  if (std::string why = whyNoMkl(); !why.empty())
+    GTEST_SKIP() << why;
   struct Case {
     linfuse_dtype ab, c;
     int64_t n, k;
@@ -1732,14 +1739,70 @@ TEST_F(RuntimeTest, WeightsOnMklMatchTheReference) {
   }
 }
 
+/// The final pass after MKL's product (shared with the OpenBLAS fallback)
+/// computes the activations with its own vectorized approximations of erf,
+/// tanh and exp: every epilogue over inputs from -120 to 120, near zero,
+/// and NaN, +Inf and -Inf (from the bias) against the double reference.
+/// A one-hot A makes the product exact: C(i, j) = B(i, j) + bias(j).
+TEST_F(RuntimeTest, MklEpiloguesMatchTheReferenceOverTheirRange) {
+  MklMode mode(LINFUSE_MKL_ALWAYS);
+  if (std::string why = whyNoMkl(); !why.empty())
+    GTEST_SKIP() << why;
+  const int64_t m = 4, k = 1024, n = 4096; // a weight MKL takes
+  const double scales[] = {120.0, 6.0, 1e-3};
+  Tensor a = Tensor::contiguous(LINFUSE_F32, {m, k});
+  Tensor b = Tensor::contiguous(LINFUSE_F32, {k, n});
+  Tensor bias = Tensor::contiguous(LINFUSE_F32, {n});
+  for (int64_t i = 0; i < 3; ++i) {
+    a.set(0, i, i, 1.0); // row 3 of A is zero: C(3, j) = bias(j)
+    for (int64_t j = 0; j < n; ++j)
+      b.set(0, i, j, scales[i] * (2.0 * j / (n - 1) - 1.0));
+  }
+  const double specials[] = {std::numeric_limits<double>::quiet_NaN(),
+                             std::numeric_limits<double>::infinity(),
+                             -std::numeric_limits<double>::infinity()};
+  for (int64_t j = 0; j < 3; ++j)
+    bias.set(0, 0, j, specials[j]);
+  for (int64_t j = 3; j < n; ++j)
+    bias.set(0, 0, j, j % 7 == 0 ? -0.25 : 0.0);
+  for (int32_t epilogue = LINFUSE_EPILOGUE_NONE;
+       epilogue <= LINFUSE_EPILOGUE_SILU; ++epilogue) {
+    SCOPED_TRACE("epilogue " + std::to_string(epilogue));
+    Gemm g;
+    g.flags = LINFUSE_GEMM_CONSTANT_B | LINFUSE_GEMM_HAS_BIAS;
+    g.epilogue = epilogue;
+    Tensor c = Tensor::contiguous(LINFUSE_F32, {m, n});
+    int64_t before = mklCalls();
+    ASSERT_EQ(LINFUSE_OK, g.run(a, b, c, &bias))
+        << linfuse_last_error_message();
+    EXPECT_EQ(before + 1, mklCalls()) << "not on oneMKL";
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        // The sum the pass makes (in f32), then the activation in double.
+        float x = float(i < 3 ? b.at(0, i, j) : 0.0) + float(bias.at(0, 0, j));
+        double want = epilogueRef(epilogue, x), got = c.at(0, i, j);
+        bool ok = std::isnan(want)
+                      ? std::isnan(got)
+                      : (std::isinf(want) ? got == want
+                                          : std::fabs(got - want) <=
+                                                1e-6 + 1e-6 * std::fabs(want));
+        if (!ok && ++wrong <= 5)
+          ADD_FAILURE() << "C(" << i << ", " << j << ") = " << got
+                        << " for x = " << x << ", want " << want;
+      }
+    EXPECT_EQ(0, wrong);
+    linfuse_cpu_release_packed_weights();
+  }
+}
+
 /// What stays on oneDNN whatever the mode: weights under 2^22 elements or
 /// 1024 columns, f16, B that is not a weight, batched products; and
 /// everything with LINFUSE_MKL_NEVER. Unknown modes are refused.
 TEST_F(RuntimeTest, MklTakesOnlyItsProducts) {
   MklMode mode(LINFUSE_MKL_ALWAYS);
-  if (!linfuse_cpu_mkl_available())
-    GTEST_SKIP() << "oneMKL cannot be loaded (scripts/setup.sh --python "
-                    "installs PyPI's mkl into the venv)";
+  if (std::string why = whyNoMkl(); !why.empty())
+    GTEST_SKIP() << why;
   EXPECT_EQ(-1, linfuse_cpu_set_mkl(3));
   EXPECT_EQ(-1, linfuse_cpu_set_mkl(-1));
   EXPECT_EQ(LINFUSE_MKL_ALWAYS, linfuse_cpu_get_mkl());
