@@ -411,15 +411,25 @@ func.func @single_member(%x: tensor<8x16xf32>, %w0: tensor<16x8xf32>, %i0: tenso
 
 // -----
 
-// One member adds a bias, the other does not: merging would separate the
-// bias from its GEMM (and its fused epilogue later), so they stay apart.
-// CHECK-LABEL: func.func @different_bias_structure
-// CHECK-NOT:     tensor.concat
-// CHECK:         %[[R0:.*]] = linalg.matmul
-// CHECK-NEXT:    %[[R1:.*]] = linalg.generic {{.*}} ins(%[[R0]], %{{.*}} : tensor<8x8xf32>, tensor<8xf32>)
-// CHECK:         %[[R2:.*]] = linalg.matmul
-// CHECK-NEXT:    return %[[R1]], %[[R2]]
-func.func @different_bias_structure(%x: tensor<8x16xf32>, %w0: tensor<16x8xf32>, %w1: tensor<16x8xf32>, %b: tensor<8xf32>, %i: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+// One member adds a bias, the other does not (a parallel attention + MLP
+// block: bias-free Q/K/V, biased fc_in): they merge, the bias-free member
+// with a bias of -0.0, which leaves every value as it was (x + -0.0 == x,
+// -0.0 included). The bias-add over the whole becomes the merged GEMM's
+// epilogue.
+// CHECK-LABEL: func.func @bias_on_one_member
+// CHECK-SAME:    (%[[X:.*]]: tensor<8x16xf32>, %[[W0:.*]]: tensor<16x8xf32>, %[[W1:.*]]: tensor<16x8xf32>, %[[B:.*]]: tensor<8xf32>, %[[I:.*]]: tensor<8x8xf32>)
+// CHECK-NEXT:    %[[ZERO:.*]] = arith.constant dense<-0.000000e+00> : tensor<8xf32>
+// CHECK-NEXT:    %[[W:.*]] = tensor.concat dim(1) %[[W0]], %[[W1]] : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x16xf32>
+// CHECK-NEXT:    %[[INIT:.*]] = tensor.concat dim(1) %[[I]], %[[I]] : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x16xf32>
+// CHECK-NEXT:    %[[MM:.*]] = linalg.matmul ins(%[[X]], %[[W]] : tensor<8x16xf32>, tensor<16x16xf32>) outs(%[[INIT]] : tensor<8x16xf32>) -> tensor<8x16xf32>
+// CHECK-NEXT:    %[[BIAS:.*]] = tensor.concat dim(0) %[[B]], %[[ZERO]] : (tensor<8xf32>, tensor<8xf32>) -> tensor<16xf32>
+// CHECK-NEXT:    %[[E:.*]] = tensor.empty() : tensor<8x16xf32>
+// CHECK-NEXT:    %[[ADD:.*]] = linalg.generic {{.*}} ins(%[[MM]], %[[BIAS]] : tensor<8x16xf32>, tensor<16xf32>) outs(%[[E]] : tensor<8x16xf32>)
+// CHECK:           arith.addf
+// CHECK:         %[[S0:.*]] = tensor.extract_slice %[[ADD]][0, 0] [8, 8] [1, 1] : tensor<8x16xf32> to tensor<8x8xf32>
+// CHECK-NEXT:    %[[S1:.*]] = tensor.extract_slice %[[ADD]][0, 8] [8, 8] [1, 1] : tensor<8x16xf32> to tensor<8x8xf32>
+// CHECK-NEXT:    return %[[S0]], %[[S1]]
+func.func @bias_on_one_member(%x: tensor<8x16xf32>, %w0: tensor<16x8xf32>, %w1: tensor<16x8xf32>, %b: tensor<8xf32>, %i: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
   %0 = linalg.matmul ins(%x, %w0 : tensor<8x16xf32>, tensor<16x8xf32>) outs(%i : tensor<8x8xf32>) -> tensor<8x8xf32>
   %1 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
        ins(%0, %b : tensor<8x8xf32>, tensor<8xf32>) outs(%i : tensor<8x8xf32>) {
@@ -429,6 +439,30 @@ func.func @different_bias_structure(%x: tensor<8x16xf32>, %w0: tensor<16x8xf32>,
   } -> tensor<8x8xf32>
   %2 = linalg.matmul ins(%x, %w1 : tensor<8x16xf32>, tensor<16x8xf32>) outs(%i : tensor<8x8xf32>) -> tensor<8x8xf32>
   return %1, %2 : tensor<8x8xf32>, tensor<8x8xf32>
+}
+
+// -----
+
+// The same in bf16 with the bias-free member first and of another width:
+// its -0.0 bias comes first in the concatenation, at its own width.
+// CHECK-LABEL: func.func @bias_on_second_member_bf16
+// CHECK-SAME:    (%{{.*}}: tensor<4x16xbf16>, %{{.*}}: tensor<16x24xbf16>, %{{.*}}: tensor<16x8xbf16>, %[[B:.*]]: tensor<8xbf16>,
+// CHECK-NEXT:    %[[ZERO:.*]] = arith.constant dense<-0.000000e+00> : tensor<24xbf16>
+// CHECK:         %[[MM:.*]] = linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<4x16xbf16>, tensor<16x32xbf16>)
+// CHECK-NEXT:    %[[BIAS:.*]] = tensor.concat dim(0) %[[ZERO]], %[[B]] : (tensor<24xbf16>, tensor<8xbf16>) -> tensor<32xbf16>
+// CHECK:         linalg.generic {{.*}} ins(%[[MM]], %[[BIAS]] : tensor<4x32xbf16>, tensor<32xbf16>)
+// CHECK:         tensor.extract_slice %{{.*}}[0, 0] [4, 24] [1, 1] : tensor<4x32xbf16> to tensor<4x24xbf16>
+// CHECK-NEXT:    tensor.extract_slice %{{.*}}[0, 24] [4, 8] [1, 1] : tensor<4x32xbf16> to tensor<4x8xbf16>
+func.func @bias_on_second_member_bf16(%x: tensor<4x16xbf16>, %w0: tensor<16x24xbf16>, %w1: tensor<16x8xbf16>, %b: tensor<8xbf16>, %i0: tensor<4x24xbf16>, %i1: tensor<4x8xbf16>) -> (tensor<4x24xbf16>, tensor<4x8xbf16>) {
+  %0 = linalg.matmul ins(%x, %w0 : tensor<4x16xbf16>, tensor<16x24xbf16>) outs(%i0 : tensor<4x24xbf16>) -> tensor<4x24xbf16>
+  %1 = linalg.matmul ins(%x, %w1 : tensor<4x16xbf16>, tensor<16x8xbf16>) outs(%i1 : tensor<4x8xbf16>) -> tensor<4x8xbf16>
+  %2 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+       ins(%1, %b : tensor<4x8xbf16>, tensor<8xbf16>) outs(%i1 : tensor<4x8xbf16>) {
+  ^bb0(%a: bf16, %c: bf16, %o: bf16):
+    %s = arith.addf %a, %c : bf16
+    linalg.yield %s : bf16
+  } -> tensor<4x8xbf16>
+  return %0, %2 : tensor<4x24xbf16>, tensor<4x8xbf16>
 }
 
 // -----

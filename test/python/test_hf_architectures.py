@@ -1,6 +1,6 @@
 """More Hugging Face architectures through torch.compile(backend="linfuse")
 than test_torch_backend.py covers (random weights, small configs): Mistral,
-Qwen2, Phi-3, Gemma, OPT, GPT-NeoX, Falcon, MPT, the T5 encoder, and whole
+Qwen2, Phi-3, Gemma, OPT, GPT-NeoX, Falcon, CodeGen, MPT, the T5 encoder, and whole
 encoder-decoders (BART, T5). Each in f32 and bf16 with dynamic sizes, at
 two input shapes compiled once: results against eager PyTorch, linfuse
 partitions in every model, and a merge in every model that has separate
@@ -22,7 +22,8 @@ import transformers
 import linfuse.torch as lt
 
 T = transformers
-SMALL = dict(vocab_size=512, num_hidden_layers=2)
+SMALL_VOCAB = dict(vocab_size=512)
+SMALL = dict(num_hidden_layers=2, **SMALL_VOCAB)
 
 ARCHITECTURES = {
     "mistral": lambda: T.MistralForCausalLM(T.MistralConfig(
@@ -46,6 +47,13 @@ ARCHITECTURES = {
     "falcon": lambda: T.FalconForCausalLM(T.FalconConfig(
         hidden_size=128, num_attention_heads=4, new_decoder_architecture=False,
         **SMALL)),
+    # Parallel attention and MLP reading one LayerNorm: a bias-free
+    # qkv_proj and a biased fc_in merge (in bf16, where the norm's shift
+    # does not fold into biases, only since members without a bias-add
+    # merge with a -0.0 one).
+    "codegen": lambda: T.CodeGenForCausalLM(T.CodeGenConfig(
+        n_embd=128, n_layer=2, n_head=4, rotary_dim=16, n_positions=128,
+        n_ctx=128, bos_token_id=0, eos_token_id=0, **SMALL_VOCAB)),
     "mpt": lambda: T.MptForCausalLM(T.MptConfig(
         d_model=128, n_heads=4, n_layers=2, max_seq_len=128, vocab_size=512)),
     "bart": lambda: T.BartForConditionalGeneration(T.BartConfig(

@@ -356,8 +356,10 @@ static std::string keyDifference(const MatmulInfo &a, const MatmulInfo &b) {
   if (a.resultElementType() != b.resultElementType())
     return "different result types (" + typeText(a.resultElementType()) +
            " vs " + typeText(b.resultElementType()) + ")";
-  if (a.biasAdd.has_value() != b.biasAdd.has_value())
-    return "one has a bias-add and the other not";
+  // A member without a bias-add merges with ones that have one: it gets a
+  // bias of -0.0, which leaves every value as it was (x + -0.0 == x, -0.0
+  // and NaN included). Parallel attention + MLP blocks read one norm with
+  // a bias-free Q/K/V and a biased fc_in (CodeGen, GPT-J in bf16).
   return "";
 }
 
@@ -589,9 +591,22 @@ mergeSharedLhs(RewriterBase &rewriter, const MergeGroup &group, Location loc) {
                    {first.lhsMap, rhsMap, loopsMap(ctx, batched, {0, 1})});
   Value result = merged->getResult(0);
 
-  if (first.biasAdd) {
-    SmallVector<Value> biases = llvm::map_to_vector(
-        group.members, [](const MatmulInfo &m) { return m.biasAdd->bias; });
+  if (llvm::any_of(group.members,
+                   [](const MatmulInfo &m) { return m.biasAdd.has_value(); })) {
+    // Bias-add and result share the element type (matchBiasAdd), and the
+    // members share the result type (keyDifference).
+    auto biasType = [&](int64_t n) {
+      return RankedTensorType::get({n}, type.getElementType());
+    };
+    SmallVector<Value> biases =
+        llvm::map_to_vector(group.members, [&](const MatmulInfo &m) -> Value {
+          if (m.biasAdd)
+            return m.biasAdd->bias;
+          auto zeros = DenseElementsAttr::get(
+              biasType(m.n),
+              rewriter.getFloatAttr(type.getElementType(), -0.0));
+          return arith::ConstantOp::create(rewriter, loc, zeros);
+        });
     result = buildBiasAdd(rewriter, loc, result,
                           concatOrSelf(rewriter, loc, 0, biases), dynSizes);
   }
@@ -898,7 +913,9 @@ struct MergeParallelMatmulsPass
     std::string text = "merged " + std::to_string(group.members.size()) +
                        " matmuls sharing " +
                        describeValue(lhs ? first.lhs : first.rhs);
-    if (lhs && first.biasAdd)
+    if (lhs && llvm::any_of(group.members, [](const MatmulInfo &m) {
+          return m.biasAdd.has_value();
+        }))
       text += " (with their bias-adds)";
     return text + " into one ";
   }
