@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 using namespace linfuse::runtime;
 
@@ -58,14 +60,14 @@ LINFUSE_INLINE float expApprox(float input) {
 /// of a few 1e-8 (relative error grows near 0, where GELU multiplies it
 /// by a small x).
 LINFUSE_INLINE float tanhApprox(float x) {
-  float e = expApprox(-2.0f * (x < 0 ? -x : x));
+  float e = expApprox(-2.0f * __builtin_fabsf(x));
   float t = (1.0f - e) / (1.0f + e);
-  return x < 0 ? -t : t;
+  return __builtin_copysignf(t, x);
 }
 
 /// erf(x) by Abramowitz and Stegun 7.1.26 (absolute error <= 1.5e-7).
 LINFUSE_INLINE float erfApprox(float x) {
-  float ax = x < 0 ? -x : x;
+  float ax = __builtin_fabsf(x);
   float t = 1.0f / (1.0f + 0.3275911f * ax);
   float p = 1.061405429f;
   p = p * t - 1.453152027f;
@@ -73,7 +75,7 @@ LINFUSE_INLINE float erfApprox(float x) {
   p = p * t - 0.284496736f;
   p = p * t + 0.254829592f;
   float y = 1.0f - p * t * expApprox(-ax * ax);
-  return x < 0 ? -y : y;
+  return __builtin_copysignf(y, x);
 }
 
 template <int Epilogue> LINFUSE_INLINE float applyEpilogue(float x) {
@@ -154,16 +156,23 @@ void epilogueChunkBase(int32_t epilogue, const float *acc, const float *bias,
 using EpilogueChunkFn = void (*)(int32_t, const float *, const float *, float *,
                                  int64_t);
 
+/// The widest variant this CPU runs, or a narrower one that
+/// $LINFUSE_EPILOGUE_ISA names ("avx2", "baseline"; for tests and A/B
+/// runs: a wider one than the CPU has is not taken).
 EpilogueChunkFn epilogueChunkForCpu() {
 #if defined(__x86_64__) && defined(__GNUC__)
   static const EpilogueChunkFn fn = [] {
+    const char *env = std::getenv("LINFUSE_EPILOGUE_ISA");
+    std::string wanted = env ? env : "";
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") &&
-        __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl"))
+    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
+                  __builtin_cpu_supports("avx512dq") &&
+                  __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512vl");
+    if (avx512 && wanted != "avx2" && wanted != "baseline")
       return &epilogueChunkAvx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    if (avx2 && wanted != "baseline")
       return &epilogueChunkAvx2;
     return &epilogueChunkBase;
   }();
