@@ -2,6 +2,8 @@
 
 #include "linfuse/Tools/ModuleLoading.h"
 
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
@@ -30,6 +32,35 @@ llvm::Error FirstErrorCollector::take(const llvm::Twine &fallback) {
                                  llvm::StringRef(text).split('\n').first);
 }
 
+/// Inputs on which an upstream verifier (MLIR 22) crashes instead of
+/// failing: reported as the verifier would, before it runs.
+static LogicalResult rejectVerifierCrashes(Operation *root) {
+  WalkResult result = root->walk([](tensor::ConcatOp concat) {
+    // ConcatOp::verify checks dim < rank, not dim >= 0, then indexes the
+    // input shapes with it.
+    auto dim = concat->getAttrOfType<IntegerAttr>("dim");
+    if (dim && dim.getValue().isNegative()) {
+      concat.emitOpError("concatenation dim must be non-negative, got ")
+          << dim.getValue().getSExtValue();
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return failure(result.wasInterrupted());
+}
+
+/// Parses `sourceMgr`'s buffer, then verifies it (after the checks that
+/// stand in for crashing verifiers).
+static OwningOpRef<ModuleOp> parseAndVerify(llvm::SourceMgr &sourceMgr,
+                                            MLIRContext &ctx) {
+  ParserConfig config(&ctx, /*verifyAfterParse=*/false);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, config);
+  if (!module || failed(rejectVerifierCrashes(*module)) ||
+      failed(verify(*module)))
+    return nullptr;
+  return module;
+}
+
 llvm::Expected<OwningOpRef<ModuleOp>>
 mlir::linfuse::loadModule(llvm::StringRef path, MLIRContext &ctx) {
   auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(path);
@@ -39,7 +70,7 @@ mlir::linfuse::loadModule(llvm::StringRef path, MLIRContext &ctx) {
   FirstErrorCollector errors(&ctx);
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &ctx);
+  OwningOpRef<ModuleOp> module = parseAndVerify(sourceMgr, ctx);
   if (!module)
     return errors.take(path + ": cannot parse");
   return module;
@@ -52,7 +83,7 @@ mlir::linfuse::parseModule(llvm::StringRef text, llvm::StringRef bufferName,
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(
       llvm::MemoryBuffer::getMemBufferCopy(text, bufferName), llvm::SMLoc());
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &ctx);
+  OwningOpRef<ModuleOp> module = parseAndVerify(sourceMgr, ctx);
   if (!module)
     return errors.take(bufferName + ": cannot parse");
   return module;

@@ -122,7 +122,17 @@ def blame(output):
     """"linfuse" when the crash's stack (or an LLVM ERROR) is in linfuse's
     code, else "upstream"."""
     frames = [l for l in output.splitlines() if re.match(r"\s*#\d+ ", l)]
-    if any("linfuse" in f for f in frames) or ("LLVM ERROR" in output and "linfuse" in output):
+    # A frame is linfuse's when it names linfuse's code (its namespaces,
+    # classes, libraries) or lies in a linfuse tool's binary (which links
+    # linfuse statically and MLIR dynamically) other than in main() and
+    # _start, which every stack passes through.
+    ours = re.compile(r"linfuse::|\b[Ll]infuse[A-Z]\w*(::|\()|liblinfuse|libLinfuse")
+    tool = re.compile(r"\(\S*linfuse-(opt|run|compile)\+0x")
+
+    def linfuse_frame(f):
+        return bool(ours.search(f)) or (bool(tool.search(f))
+                                        and not re.search(r"\b(main|_start) \(", f))
+    if any(linfuse_frame(f) for f in frames) or ("LLVM ERROR" in output and "linfuse" in output):
         return "linfuse"
     return "upstream" if frames else "linfuse"
 

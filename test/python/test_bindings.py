@@ -140,6 +140,20 @@ def test_verifier_errors_are_errors():
         linfuse.optimize(bad)
 
 
+def test_input_an_upstream_verifier_crashes_on_is_an_error():
+    # MLIR 22's tensor.concat verifier indexes shapes with a negative dim
+    # (a segfault that would take the Python process with it).
+    bad = """func.func @f(%w: tensor<4x4xf32>) -> tensor<4x4xf32> {
+      %c = tensor.concat dim(-1) %w : (tensor<4x4xf32>) -> tensor<4x4xf32>
+      return %c : tensor<4x4xf32>
+    }"""
+    for run in (linfuse.optimize, linfuse.compile):
+        with pytest.raises(linfuse.Error,
+                           match=r"<input>:2:12: 'tensor.concat' op concatenation dim "
+                                 r"must be non-negative, got -1"):
+            run(bad)
+
+
 def test_bad_target():
     with pytest.raises(linfuse.Error, match="must be cpu or cuda"):
         linfuse.lower(QKV, "tpu")
