@@ -32,9 +32,7 @@ llvm::Error FirstErrorCollector::take(const llvm::Twine &fallback) {
                                  llvm::StringRef(text).split('\n').first);
 }
 
-/// Inputs on which an upstream verifier (MLIR 22) crashes instead of
-/// failing: reported as the verifier would, before it runs.
-static LogicalResult rejectVerifierCrashes(Operation *root) {
+LogicalResult mlir::linfuse::rejectVerifierCrashes(Operation *root) {
   WalkResult result = root->walk([](tensor::ConcatOp concat) {
     // ConcatOp::verify checks dim < rank, not dim >= 0, then indexes the
     // input shapes with it.

@@ -40,6 +40,11 @@ llvm::Expected<OwningOpRef<ModuleOp>> loadModule(llvm::StringRef path,
 llvm::Expected<OwningOpRef<ModuleOp>>
 parseModule(llvm::StringRef text, llvm::StringRef bufferName, MLIRContext &ctx);
 
+/// Fails, with an error at the op, on what an upstream verifier crashes on
+/// instead of failing (MLIR 22: tensor.concat with a negative dim). Run on
+/// a parsed but not yet verified `root`; loadModule and parseModule do.
+LogicalResult rejectVerifierCrashes(Operation *root);
+
 } // namespace linfuse
 } // namespace mlir
 
