@@ -47,6 +47,18 @@ LogicalResult mlir::linfuse::rejectVerifierCrashes(Operation *root) {
   return failure(result.wasInterrupted());
 }
 
+bool mlir::linfuse::mayCrashUpstreamVerifiers(llvm::StringRef text) {
+  // `dim(-1)` (tensor.concat's syntax) or `dim = -1 : i64` (generic form).
+  for (size_t at = text.find("dim"); at != llvm::StringRef::npos;
+       at = text.find("dim", at + 3)) {
+    llvm::StringRef rest = text.drop_front(at + 3).ltrim();
+    if (rest.consume_front("(") || rest.consume_front("="))
+      if (rest.ltrim().starts_with("-"))
+        return true;
+  }
+  return false;
+}
+
 /// Parses `sourceMgr`'s buffer, then verifies it (after the checks that
 /// stand in for crashing verifiers).
 static OwningOpRef<ModuleOp> parseAndVerify(llvm::SourceMgr &sourceMgr,

@@ -42,11 +42,12 @@ static bool flagGiven(int argc, char **argv, llvm::StringRef name) {
 /// Checks every chunk of `input` (split as MlirOptMain will) for what an
 /// upstream verifier crashes on (rejectVerifierCrashes), printing the error
 /// as MLIR does. Chunks that do not parse are left to MlirOptMain's
-/// diagnostics. Only inputs that mention an op at risk are parsed twice.
+/// diagnostics. Only inputs whose text may hold such an op are parsed
+/// twice (mayCrashUpstreamVerifiers).
 static mlir::LogicalResult
 precheckInput(const llvm::MemoryBuffer &input, mlir::DialectRegistry &registry,
               const mlir::MlirOptMainConfig &config) {
-  if (!input.getBuffer().contains("concat"))
+  if (!mlir::linfuse::mayCrashUpstreamVerifiers(input.getBuffer()))
     return mlir::success();
   auto check = [&](std::unique_ptr<llvm::MemoryBuffer> chunk,
                    llvm::raw_ostream &) -> mlir::LogicalResult {

@@ -45,6 +45,12 @@ parseModule(llvm::StringRef text, llvm::StringRef bufferName, MLIRContext &ctx);
 /// a parsed but not yet verified `root`; loadModule and parseModule do.
 LogicalResult rejectVerifierCrashes(Operation *root);
 
+/// False when IR text `text` cannot hold what rejectVerifierCrashes looks
+/// for (no negative `dim` in either syntax): a scan of the text, so that a
+/// driver which parses with MLIR's own verification (linfuse-opt) parses a
+/// second time only for inputs that may need the check.
+bool mayCrashUpstreamVerifiers(llvm::StringRef text);
+
 } // namespace linfuse
 } // namespace mlir
 

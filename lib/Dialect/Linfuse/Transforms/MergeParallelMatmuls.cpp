@@ -534,6 +534,12 @@ static linalg::LinalgOp createMatmul(OpBuilder &b, Location loc,
   return cast<linalg::LinalgOp>(op);
 }
 
+/// True when some member adds a bias (the others then get a -0.0 one).
+static bool anyBiasAdd(ArrayRef<MatmulInfo> members) {
+  return llvm::any_of(
+      members, [](const MatmulInfo &m) { return m.biasAdd.has_value(); });
+}
+
 /// Replaces each member's result by its slice and erases the member.
 static void replaceMembers(RewriterBase &rewriter, const MergeGroup &group,
                            ArrayRef<Value> slices) {
@@ -591,20 +597,17 @@ mergeSharedLhs(RewriterBase &rewriter, const MergeGroup &group, Location loc) {
                    {first.lhsMap, rhsMap, loopsMap(ctx, batched, {0, 1})});
   Value result = merged->getResult(0);
 
-  if (llvm::any_of(group.members,
-                   [](const MatmulInfo &m) { return m.biasAdd.has_value(); })) {
+  if (anyBiasAdd(group.members)) {
     // Bias-add and result share the element type (matchBiasAdd), and the
     // members share the result type (keyDifference).
-    auto biasType = [&](int64_t n) {
-      return RankedTensorType::get({n}, type.getElementType());
-    };
+    Type element = type.getElementType();
     SmallVector<Value> biases =
         llvm::map_to_vector(group.members, [&](const MatmulInfo &m) -> Value {
           if (m.biasAdd)
             return m.biasAdd->bias;
-          auto zeros = DenseElementsAttr::get(
-              biasType(m.n),
-              rewriter.getFloatAttr(type.getElementType(), -0.0));
+          auto zeros =
+              DenseElementsAttr::get(RankedTensorType::get({m.n}, element),
+                                     rewriter.getFloatAttr(element, -0.0));
           return arith::ConstantOp::create(rewriter, loc, zeros);
         });
     result = buildBiasAdd(rewriter, loc, result,
@@ -913,9 +916,7 @@ struct MergeParallelMatmulsPass
     std::string text = "merged " + std::to_string(group.members.size()) +
                        " matmuls sharing " +
                        describeValue(lhs ? first.lhs : first.rhs);
-    if (lhs && llvm::any_of(group.members, [](const MatmulInfo &m) {
-          return m.biasAdd.has_value();
-        }))
+    if (lhs && anyBiasAdd(group.members))
       text += " (with their bias-adds)";
     return text + " into one ";
   }
