@@ -115,7 +115,8 @@ class RuntimeStats(ctypes.Structure):
     """linfuse_runtime_stats (include/linfuse/Runtime/Runtime.h)."""
     _fields_ = [(name, ctypes.c_int64) for name in (
         "gemm_calls", "kernel_launches", "fallback_gemm_calls", "loop_calls",
-        "threaded_loop_calls", "weight_reorders", "mkl_gemm_calls")]
+        "threaded_loop_calls", "weight_reorders", "mkl_gemm_calls",
+        "few_row_gemm_calls")]
 
 
 class CheckError(Exception):

@@ -481,9 +481,12 @@ int32_t linfuse_cpu_gemm(int64_t a_rank, void *a, int64_t b_rank, void *b,
     // when oneDNN 3 is missing.
     bool three =
         ab_type == LINFUSE_F16 || (ab_type == LINFUSE_BF16 && bf16OnOneDnn3());
-    // f32 and large bf16 weights go to oneMKL first where it serves them
-    // (Intel CPUs, MklGemm.cpp).
-    if (mklGemm(ab_type, c_type, p.a, transA, p.b, transB, biasMatrix, p.c,
+    // f16 products of a few rows go to linfuse's own kernels
+    // (FewRowGemm.cpp), f32 and large bf16 weights to oneMKL where it
+    // serves them (Intel CPUs, MklGemm.cpp).
+    if (fewRowGemm(ab_type, c_type, p.a, transA, p.b, transB, biasMatrix, p.c,
+                   epilogue, constantB) ||
+        mklGemm(ab_type, c_type, p.a, transA, p.b, transB, biasMatrix, p.c,
                 epilogue, constantB) ||
         (three && oneDnn3Gemm(ab_type, c_type, p.a, transA, p.b, transB,
                               biasMatrix, p.c, epilogue, constantB)) ||

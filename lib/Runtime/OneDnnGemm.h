@@ -63,6 +63,14 @@ bool mklGemm(int32_t abType, int32_t cType, const GemmMatrix &a, bool transA,
              const GemmMatrix &b, bool transB, const GemmMatrix *bias,
              const GemmMatrix &c, int32_t epilogue, bool constantB);
 
+/// The same for f16 products of 1 to kFewRowsMax rows, at memory speed
+/// (FewRowGemm.cpp): false, before reading or writing anything, for other
+/// problems, for strides its kernels do not read, on CPUs without AVX2 and
+/// F16C, and for a handed-over weight whose plain values are gone.
+bool fewRowGemm(int32_t abType, int32_t cType, const GemmMatrix &a, bool transA,
+                const GemmMatrix &b, bool transB, const GemmMatrix *bias,
+                const GemmMatrix &c, int32_t epilogue, bool constantB);
+
 /// Frees MKL's packed weights (part of linfuse_cpu_release_packed_weights).
 void releaseMklPackedWeights();
 

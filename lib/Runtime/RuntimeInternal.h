@@ -143,6 +143,7 @@ void countFallbackGemmCall();
 void countLoopCall(bool threaded);
 void countWeightReorder();
 void countMklGemmCall();
+void countFewRowGemmCall();
 
 } // namespace linfuse::runtime
 

@@ -17,6 +17,7 @@ std::atomic<int64_t> loopCalls{0};
 std::atomic<int64_t> threadedLoopCalls{0};
 std::atomic<int64_t> weightReorders{0};
 std::atomic<int64_t> mklGemmCalls{0};
+std::atomic<int64_t> fewRowGemmCalls{0};
 } // namespace
 
 void linfuse::runtime::countGemmCall() {
@@ -45,6 +46,10 @@ void linfuse::runtime::countMklGemmCall() {
   mklGemmCalls.fetch_add(1, std::memory_order_relaxed);
 }
 
+void linfuse::runtime::countFewRowGemmCall() {
+  fewRowGemmCalls.fetch_add(1, std::memory_order_relaxed);
+}
+
 void linfuse_get_stats(linfuse_runtime_stats *out) {
   if (!out)
     return;
@@ -55,6 +60,7 @@ void linfuse_get_stats(linfuse_runtime_stats *out) {
   out->threaded_loop_calls = threadedLoopCalls.load(std::memory_order_relaxed);
   out->weight_reorders = weightReorders.load(std::memory_order_relaxed);
   out->mkl_gemm_calls = mklGemmCalls.load(std::memory_order_relaxed);
+  out->few_row_gemm_calls = fewRowGemmCalls.load(std::memory_order_relaxed);
 }
 
 void linfuse_reset_stats(void) {
@@ -65,4 +71,5 @@ void linfuse_reset_stats(void) {
   threadedLoopCalls.store(0, std::memory_order_relaxed);
   weightReorders.store(0, std::memory_order_relaxed);
   mklGemmCalls.store(0, std::memory_order_relaxed);
+  fewRowGemmCalls.store(0, std::memory_order_relaxed);
 }

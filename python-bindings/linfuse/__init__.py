@@ -58,7 +58,8 @@ def runtime_stats(reset: bool = False) -> dict[str, int]:
     {"gemm_calls": ..., "kernel_launches": ...} (BLAS calls on the host,
     kernel launches on the GPU; "weight_reorders": weights copied into
     oneDNN's layout or packed for oneMKL; "mkl_gemm_calls": host GEMMs
-    oneMKL computed)."""
+    oneMKL computed; "few_row_gemm_calls": f16 host GEMMs of 1-4 rows
+    linfuse's own kernels computed)."""
     return _linfuse.runtime_stats(reset)
 
 

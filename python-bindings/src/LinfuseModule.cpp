@@ -243,6 +243,7 @@ PYBIND11_MODULE(_linfuse, m) {
         out["threaded_loop_calls"] = stats.threaded_loop_calls;
         out["weight_reorders"] = stats.weight_reorders;
         out["mkl_gemm_calls"] = stats.mkl_gemm_calls;
+        out["few_row_gemm_calls"] = stats.few_row_gemm_calls;
         return out;
       },
       py::arg("reset") = false);

@@ -1638,6 +1638,104 @@ TEST_F(RuntimeTest, ConcurrentErrorsStayWithTheirThread) {
 // oneMKL (MklGemm.cpp)
 //===----------------------------------------------------------------------===//
 
+//===----------------------------------------------------------------------===//
+// f16 products of a few rows (FewRowGemm.cpp)
+//===----------------------------------------------------------------------===//
+
+int64_t fewRowCalls() {
+  linfuse_runtime_stats stats;
+  linfuse_get_stats(&stats);
+  return stats.few_row_gemm_calls;
+}
+
+/// Why f16 products of 1-4 rows do not run on linfuse's own kernels here,
+/// or "" where they do.
+std::string whyNoFewRowKernels() {
+  const char *off = std::getenv("LINFUSE_FEW_ROW_GEMM");
+  if (off && std::string(off) == "0")
+    return "$LINFUSE_FEW_ROW_GEMM=0";
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ||
+      !__builtin_cpu_supports("f16c"))
+    return "the CPU has no AVX2, FMA and F16C: oneDNN computes them";
+  return "";
+}
+
+/// f16 GEMMs with 1 to 4 rows run on the few-row kernels and match the
+/// reference: B stored N x K (a Linear's weight; dot products) and K x N
+/// (axpy), A transposed, f16 and f32 C, with and without a bias, every
+/// epilogue. The sizes reach every tail: K not a multiple of the vector
+/// width, K over a dot pass's x chunk (4096 / M floats), N not a multiple
+/// of 4 or of a thread's 64 columns, and products big enough to be split
+/// over threads.
+TEST_F(RuntimeTest, FewRowF16ProductsMatchTheReference) {
+  if (std::string why = whyNoFewRowKernels(); !why.empty())
+    GTEST_SKIP() << why;
+  struct Size {
+    int64_t k, n;
+  };
+  const Size sizes[] = {{37, 131}, {1200, 70}, {16, 64}, {4100, 9}, {1, 5}};
+  const int32_t epilogues[] = {LINFUSE_EPILOGUE_NONE, LINFUSE_EPILOGUE_SILU,
+                               LINFUSE_EPILOGUE_GELU_ERF, LINFUSE_EPILOGUE_RELU,
+                               LINFUSE_EPILOGUE_GELU_TANH};
+  int variant = 0;
+  for (int64_t m = 1; m <= 4; ++m)
+    for (Size size : sizes)
+      for (int32_t flags : {kTransB, 0, kTransBoth}) {
+        ++variant;
+        linfuse_dtype cType = variant % 2 ? LINFUSE_F16 : LINFUSE_F32;
+        SCOPED_TRACE("M " + std::to_string(m) + " K " + std::to_string(size.k) +
+                     " N " + std::to_string(size.n) + " flags " +
+                     std::to_string(flags) + " C " + std::to_string(cType));
+        Operands ops =
+            contiguousOperands(LINFUSE_F16, cType, flags, m, size.n, size.k);
+        Gemm g;
+        g.abType = LINFUSE_F16;
+        g.cType = cType;
+        g.flags = flags | (variant % 3 ? LINFUSE_GEMM_CONSTANT_B : 0);
+        g.epilogue = epilogues[variant % 5];
+        Tensor bias = randomized(Tensor::contiguous(cType, {size.n}), 44);
+        bool withBias = variant % 4 != 0;
+        if (withBias)
+          g.flags |= LINFUSE_GEMM_HAS_BIAS;
+        int64_t before = fewRowCalls();
+        runAndCheck(g, ops.a, ops.b, ops.c, withBias ? &bias : nullptr);
+        EXPECT_EQ(fewRowCalls(), before + 1);
+      }
+  linfuse_cpu_release_packed_weights();
+}
+
+/// What the few-row kernels do not take goes to oneDNN, right: five rows,
+/// a B with no unit stride, a batch, alpha != 1, f32 and bf16.
+TEST_F(RuntimeTest, FewRowKernelsTakeOnlyTheirProducts) {
+  if (std::string why = whyNoFewRowKernels(); !why.empty())
+    GTEST_SKIP() << why;
+  Gemm g;
+  g.abType = LINFUSE_F16;
+  g.cType = LINFUSE_F32;
+  Operands five = contiguousOperands(LINFUSE_F16, LINFUSE_F32, 0, 5, 33, 20);
+  runAndCheck(g, five.a, five.b, five.c);
+  Tensor a = randomized(Tensor::contiguous(LINFUSE_F16, {2, 20}), 45);
+  Tensor b = randomized(Tensor(LINFUSE_F16, {20, 33}, {66, 2}), 46);
+  Tensor c = randomized(Tensor::contiguous(LINFUSE_F32, {2, 33}), 47);
+  runAndCheck(g, a, b, c);
+  Operands batched =
+      contiguousOperands(LINFUSE_F16, LINFUSE_F32, 0, 1, 33, 20, {2});
+  runAndCheck(g, batched.a, batched.b, batched.c);
+  Gemm scaled = g;
+  scaled.alpha = 0.5f;
+  Operands one = contiguousOperands(LINFUSE_F16, LINFUSE_F32, 0, 1, 33, 20);
+  runAndCheck(scaled, one.a, one.b, one.c);
+  for (linfuse_dtype type : {LINFUSE_F32, LINFUSE_BF16}) {
+    Gemm other;
+    other.abType = type;
+    other.flags = kTransB;
+    Operands ops = contiguousOperands(type, LINFUSE_F32, kTransB, 1, 33, 20);
+    runAndCheck(other, ops.a, ops.b, ops.c);
+  }
+  EXPECT_EQ(fewRowCalls(), 0);
+}
+
 /// Sets the MKL mode for one test and restores the previous one.
 class MklMode {
 public:

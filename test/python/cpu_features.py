@@ -23,3 +23,10 @@ def cpu_has_f16() -> bool:
     """Whether oneDNN 3 has f16 matmul kernels here (AVX512-FP16 or
     AMX-FP16); elsewhere the runtime widens f16 to f32 for OpenBLAS."""
     return bool(_flags() & {"avx512_fp16", "amx_fp16"})
+
+
+def cpu_runs_few_row_kernels() -> bool:
+    """Whether f16 GEMMs of 1 to 4 rows run on linfuse's own kernels here
+    (FewRowGemm.cpp: AVX2, FMA and F16C) rather than oneDNN 3 or the
+    widening fallback."""
+    return {"avx2", "fma", "f16c"} <= _flags()

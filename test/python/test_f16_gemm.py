@@ -1,7 +1,9 @@
 """f16 GEMMs on the host run natively on oneDNN 3 (scripts/setup.sh --python
 installs it into the venv), and without it fall back to f32 OpenBLAS with
-the same results."""
+the same results; those of 1 to 4 rows run on linfuse's own kernels where
+the CPU has AVX2 and F16C, with or without oneDNN 3."""
 
+import json
 import os
 import subprocess
 import sys
@@ -10,7 +12,7 @@ import numpy as np
 import pytest
 
 import linfuse
-from cpu_features import cpu_has_f16
+from cpu_features import cpu_has_f16, cpu_runs_few_row_kernels
 
 LINEAR = """
 #mA = affine_map<(d0, d1, d2) -> (d0, d2)>
@@ -37,10 +39,14 @@ func.func @main(%x: tensor<?x{K}xf16>, %w: tensor<{N}x{K}xf16>, %b: tensor<{N}xf
 """
 
 CASES = [(1, 64, 48), (7, 96, 40), (64, 256, 512)]
+#: The cases of 1 to 4 rows: linfuse's few-row kernels take them where the
+#: CPU runs those.
+FEW_ROWS = sum(m <= 4 for m, _, _ in CASES) if cpu_runs_few_row_kernels() else 0
 
 
 def run_cases():
-    """Max relative error against f64 per case, and the fallback count."""
+    """Max relative error against f64 per case, the GEMM calls, and how many
+    of them the widening fallback and the few-row kernels took."""
     linfuse.runtime_stats(reset=True)
     errors = []
     for m, k, n in CASES:
@@ -53,28 +59,35 @@ def run_cases():
         want = np.maximum(x.astype(np.float64) @ w.astype(np.float64).T + b, 0)
         errors.append(float(np.abs(got - want).max() / np.abs(want).max()))
     stats = linfuse.runtime_stats()
-    return errors, stats["gemm_calls"], stats["fallback_gemm_calls"]
+    return (errors, stats["gemm_calls"], stats["fallback_gemm_calls"],
+            stats["few_row_gemm_calls"])
+
+
+def run_cases_in_a_process(**env):
+    """run_cases() in a fresh process with these environment variables
+    (which the runtime reads once)."""
+    code = ("import json, sys; sys.path.insert(0, %r); import test_f16_gemm as t; "
+            "print(json.dumps(t.run_cases()))" % os.path.dirname(__file__))
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **env),
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out.splitlines()[-1])
 
 
 def test_f16_runs_natively_where_the_cpu_has_f16_kernels():
-    errors, calls, fallback = run_cases()
+    errors, calls, fallback, few_rows = run_cases()
     # Bias and relu fused into the f16 GEMM (one call per case), none
     # widened where oneDNN 3 has f16 kernels (AVX512-FP16, AMX-FP16); each
-    # widened elsewhere (AMD Zen 4).
-    widened = 0 if cpu_has_f16() else len(CASES)
-    assert calls == len(CASES) and fallback == widened, (calls, fallback)
+    # widened elsewhere (AMD Zen 4), but for the one-row case on the
+    # few-row kernels.
+    widened = 0 if cpu_has_f16() else len(CASES) - FEW_ROWS
+    assert (calls, fallback, few_rows) == (len(CASES), widened, FEW_ROWS)
     assert max(errors) < 2e-3, errors          # f16 output rounding
 
 
 def test_without_onednn3_f16_is_widened_with_the_same_results():
-    code = ("import json, sys; sys.path.insert(0, %r); import test_f16_gemm as t; "
-            "print(json.dumps(t.run_cases()))" % os.path.dirname(__file__))
-    env = dict(os.environ, LINFUSE_DNNL3_LIBRARY="/nonexistent/libdnnl.so.3")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, check=True).stdout
-    import json
-    errors, calls, fallback = json.loads(out.splitlines()[-1])
-    assert calls == len(CASES) and fallback == len(CASES), (calls, fallback)
+    errors, calls, fallback, few_rows = run_cases_in_a_process(
+        LINFUSE_DNNL3_LIBRARY="/nonexistent/libdnnl.so.3")
+    assert (calls, fallback, few_rows) == (len(CASES), len(CASES) - FEW_ROWS, FEW_ROWS)
     assert max(errors) < 2e-3, errors
 
 
@@ -94,3 +107,12 @@ def test_f16_never_runs_on_onednn_reference_kernels():
     # reference one, so every f16 GEMM is widened: no matmul runs at all.
     assert bool(executed) == cpu_has_f16(), out[-2000:]
     assert not [l for l in executed if ",ref:" in l], executed
+
+
+def test_few_row_kernels_switched_off_leave_the_same_results():
+    # $LINFUSE_FEW_ROW_GEMM=0 hands the one-row case back to oneDNN 3 (or
+    # the widening fallback): the A/B switch of Benchmarks.md.
+    errors, calls, fallback, few_rows = run_cases_in_a_process(LINFUSE_FEW_ROW_GEMM="0")
+    assert (calls, few_rows) == (len(CASES), 0)
+    assert fallback == (0 if cpu_has_f16() else len(CASES))
+    assert max(errors) < 2e-3, errors

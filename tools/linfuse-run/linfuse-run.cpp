@@ -204,7 +204,9 @@ int main(int argc, char **argv) {
                  << "\nloop_calls: " << stats.loop_calls
                  << "\nthreaded_loop_calls: " << stats.threaded_loop_calls
                  << "\nweight_reorders: " << stats.weight_reorders
-                 << "\nmkl_gemm_calls: " << stats.mkl_gemm_calls << "\n";
+                 << "\nmkl_gemm_calls: " << stats.mkl_gemm_calls
+                 << "\nfew_row_gemm_calls: " << stats.few_row_gemm_calls
+                 << "\n";
 
   for (auto [i, result] : llvm::enumerate(results)) {
     if (!outputs.empty()) {

@@ -338,6 +338,9 @@ typedef struct linfuse_runtime_stats {
   /* Host GEMMs computed by oneMKL on a packed weight (f32 and large bf16
    * weights on Intel CPUs; among gemm_calls, not fallback_gemm_calls). */
   int64_t mkl_gemm_calls;
+  /* Host f16 GEMMs of 1 to 4 rows computed by linfuse's own kernels
+   * (decode steps; FewRowGemm.cpp), among gemm_calls. */
+  int64_t few_row_gemm_calls;
 } linfuse_runtime_stats;
 
 LINFUSE_RUNTIME_EXPORT void linfuse_get_stats(linfuse_runtime_stats *out);
