@@ -112,19 +112,13 @@ bool linfuse::runtime::fewRowGemm(int32_t abType, int32_t cType,
   FewRowColumnsFn columns = columnsForCpu();
   if (!columns)
     return false;
-  // op(B)(q, j) = B[q * strideK + j * strideN]: one of them must be 1.
+  // op(B)(q, j) = B[q + j * strideN]: B's rows (or a K x 1 B) are op(B)'s
+  // columns. A K x N B (x @ W, JAX's layout) stays on oneDNN: read a few
+  // columns at a time across K it was slower (Benchmarks.md).
   int64_t strideK = transB ? b.colStride : b.rowStride;
   int64_t strideN = transB ? b.rowStride : b.colStride;
-  if (strideK < 0 || strideN < 0)
+  if ((strideK != 1 && k > 1) || strideN < 0)
     return false;
-  if (strideK != 1 && strideN != 1) {
-    if (k == 1) // One row of op(B): any stride along K is never used.
-      strideK = 1;
-    else if (n == 1) // One column: likewise along N.
-      strideN = 1;
-    else
-      return false;
-  }
   // A handed-over weight may have only its oneDNN copy left.
   if (constantB && plainValuesGone(b.data, b.spanBytes(2)))
     return false;
@@ -149,14 +143,14 @@ bool linfuse::runtime::fewRowGemm(int32_t abType, int32_t cType,
         biasF[j] = toFloat(values[j * bias->colStride]);
     });
 
-  Shared s{columns,
-           {reinterpret_cast<const uint16_t *>(b.data), strideK, strideN, x, k,
-            m, k, acc, n},
-           cType,
-           epilogue,
-           &c,
-           bias ? biasF : nullptr,
-           nullptr};
+  Shared s{
+      columns,
+      {reinterpret_cast<const uint16_t *>(b.data), strideN, x, k, m, k, acc, n},
+      cType,
+      epilogue,
+      &c,
+      bias ? biasF : nullptr,
+      nullptr};
   int64_t units = (n + kFewRowColumnUnit - 1) / kFewRowColumnUnit;
   int64_t threads = 1;
   if (m * k * n >= kSerialMacs && units > 1)

@@ -21,25 +21,23 @@ namespace linfuse::runtime {
 constexpr int64_t kFewRowsMax = 4;
 
 /// acc = x * op(B) in f32 for f16 B: x is M x K (f32, row i at x + i * ldx),
-/// acc M x N (row i at acc + i * n), op(B)(q, j) = w[q * strideK + j *
-/// strideN] with strideK == 1 (B's rows are op(B)'s columns: a Linear's
-/// weight) or strideN == 1 (B stored K x N).
+/// acc M x N (row i at acc + i * n), op(B)(q, j) = w[q + j * strideN]
+/// (B's rows are op(B)'s columns: a Linear's N x K weight).
 struct FewRowTask {
   const uint16_t *w;
-  int64_t strideK, strideN;
+  int64_t strideN;
   const float *x;
   int64_t ldx, m, k;
   float *acc;
   int64_t n;
 };
 
-/// Columns [begin, end) of `task`'s acc. `begin` is a multiple of
-/// kFewRowColumnUnit.
+/// Columns [begin, end) of `task`'s acc.
 using FewRowColumnsFn = void (*)(const FewRowTask &task, int64_t begin,
                                  int64_t end);
 
-/// Threads are given columns in multiples of this: the AVX-512 kernel's
-/// widest block of a K x N weight (4 vectors of 16).
+/// Threads are given columns in multiples of this (whole cache lines of
+/// C's f32 rows, and few threads' worth of columns for small N).
 constexpr int64_t kFewRowColumnUnit = 64;
 
 void fewRowColumnsAvx512(const FewRowTask &task, int64_t begin, int64_t end);

@@ -13,13 +13,11 @@ struct Isa {
   static constexpr long kWidth = 8;
   static V zero() { return _mm256_setzero_ps(); }
   static V load(const float *p) { return _mm256_loadu_ps(p); }
-  static V broadcast(float x) { return _mm256_set1_ps(x); }
   static V loadHalves(const unsigned short *p) {
     return _mm256_cvtph_ps(
         _mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
   }
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-  static void store(float *p, V v) { _mm256_storeu_ps(p, v); }
   static float sum(V v) {
     __m128 s =
         _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -13,7 +13,6 @@ struct Isa {
   static constexpr long kWidth = 16;
   static V zero() { return _mm512_setzero_ps(); }
   static V load(const float *p) { return _mm512_loadu_ps(p); }
-  static V broadcast(float x) { return _mm512_set1_ps(x); }
   static V loadHalves(const unsigned short *p) {
     // The zero-masked forms of this and the extract below: GCC 12's
     // unmasked ones start from an "undefined" vector and warn about it.
@@ -21,7 +20,6 @@ struct Isa {
         0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
   }
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
-  static void store(float *p, V v) { _mm512_storeu_ps(p, v); }
   static float sum(V v) {
     __m512d d = _mm512_castps_pd(v);
     __m256 s8 = _mm256_add_ps(

@@ -7,9 +7,10 @@
 // library, so that nothing compiled for one ISA is shared with code that
 // runs on another (FewRowGemm.h).
 //
-// Both loops read each weight element once: the products are bound by
-// memory bandwidth, which is the point (oneDNN 3.2's f16 brgemm computes a
-// row at about half that speed, Benchmarks.md).
+// The loop reads each weight element once, each of B's rows (op(B)'s
+// columns: a Linear's N x K weight) as one contiguous stream: the products
+// are bound by memory bandwidth, which is the point (oneDNN 3.2's f16
+// brgemm computes a row at about half that speed, Benchmarks.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,8 +22,8 @@ using linfuse::runtime::FewRowTask;
 using V = Isa::V;
 constexpr int64_t W = Isa::kWidth;
 
-/// Columns [j, j + R) when B's rows are op(B)'s columns (strideK == 1):
-/// R x M dot products over K, W lanes at a time.
+/// Columns [j, j + R): R x M dot products over K, W lanes at a time, each
+/// of B's rows read as one contiguous stream.
 template <int M, int R>
 inline void dotColumns(const FewRowTask &t, int64_t j, bool accumulate) {
   const uint16_t *w[R];
@@ -53,40 +54,6 @@ inline void dotColumns(const FewRowTask &t, int64_t j, bool accumulate) {
     }
 }
 
-/// Columns [j, j + C * W) when B is stored K x N (strideN == 1): for each
-/// of the K rows, C vectors of it times each row's x[q].
-template <int M, int C>
-inline void axpyColumns(const FewRowTask &t, int64_t j) {
-  V acc[M][C];
-  for (int i = 0; i < M; ++i)
-    for (int c = 0; c < C; ++c)
-      acc[i][c] = Isa::zero();
-  for (int64_t q = 0; q < t.k; ++q) {
-    const uint16_t *row = t.w + q * t.strideK + j;
-    V wv[C];
-    for (int c = 0; c < C; ++c)
-      wv[c] = Isa::loadHalves(row + c * W);
-    for (int i = 0; i < M; ++i) {
-      V xv = Isa::broadcast(t.x[i * t.ldx + q]);
-      for (int c = 0; c < C; ++c)
-        acc[i][c] = Isa::fma(wv[c], xv, acc[i][c]);
-    }
-  }
-  for (int i = 0; i < M; ++i)
-    for (int c = 0; c < C; ++c)
-      Isa::store(t.acc + i * t.n + j + c * W, acc[i][c]);
-}
-
-/// One column of a K x N B that no vector block covers.
-template <int M> inline void axpyColumn(const FewRowTask &t, int64_t j) {
-  for (int i = 0; i < M; ++i) {
-    float sum = 0.0f;
-    for (int64_t q = 0; q < t.k; ++q)
-      sum += Isa::half(t.w[q * t.strideK + j]) * t.x[i * t.ldx + q];
-    t.acc[i * t.n + j] = sum;
-  }
-}
-
 /// Floats of x one pass of the dot products reads: 16 KB, so that x stays
 /// in L1 while the weight streams past (at M = 4 and K = 4096 all of x is
 /// 64 KB, and reading it from L2 for every 4 columns made merged gate/up
@@ -94,28 +61,18 @@ template <int M> inline void axpyColumn(const FewRowTask &t, int64_t j) {
 constexpr int64_t kDotChunk = 4096;
 
 template <int M> void columns(const FewRowTask &t, int64_t begin, int64_t end) {
-  if (t.strideK == 1) {
-    int64_t chunk = kDotChunk / M / W * W;
-    for (int64_t q = 0; q < t.k; q += chunk) {
-      FewRowTask part = t;
-      part.w = t.w + q;
-      part.x = t.x + q;
-      part.k = t.k - q < chunk ? t.k - q : chunk;
-      int64_t j = begin;
-      for (; j + 4 <= end; j += 4)
-        dotColumns<M, 4>(part, j, q > 0);
-      for (; j < end; ++j)
-        dotColumns<M, 1>(part, j, q > 0);
-    }
-    return;
+  int64_t chunk = kDotChunk / M / W * W;
+  for (int64_t q = 0; q < t.k; q += chunk) {
+    FewRowTask part = t;
+    part.w = t.w + q;
+    part.x = t.x + q;
+    part.k = t.k - q < chunk ? t.k - q : chunk;
+    int64_t j = begin;
+    for (; j + 4 <= end; j += 4)
+      dotColumns<M, 4>(part, j, q > 0);
+    for (; j < end; ++j)
+      dotColumns<M, 1>(part, j, q > 0);
   }
-  int64_t j = begin;
-  for (; j + 4 * W <= end; j += 4 * W)
-    axpyColumns<M, 4>(t, j);
-  for (; j + W <= end; j += W)
-    axpyColumns<M, 1>(t, j);
-  for (; j < end; ++j)
-    axpyColumn<M>(t, j);
 }
 
 /// The kernel for the task's M (1 to kFewRowsMax).
