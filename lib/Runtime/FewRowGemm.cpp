@@ -22,6 +22,7 @@
 #include "RuntimeInternal.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -124,7 +125,15 @@ bool linfuse::runtime::fewRowGemm(int32_t abType, int32_t cType,
     return false;
 
   // One allocation: x (M x K), acc (M x N), the bias in f32 (N).
-  size_t floats = size_t(m * k + m * n + (bias ? n : 0));
+  // Sizes come from descriptors (a B with stride 0 may claim any N), so
+  // the count is computed without overflow.
+  size_t xFloats, accFloats, floats;
+  if (__builtin_mul_overflow(size_t(m), size_t(k), &xFloats) ||
+      __builtin_mul_overflow(size_t(m), size_t(n), &accFloats) ||
+      __builtin_add_overflow(xFloats, accFloats, &floats) ||
+      __builtin_add_overflow(floats, size_t(bias ? n : 0), &floats) ||
+      floats > SIZE_MAX / sizeof(float))
+    return false;
   std::unique_ptr<float[], FreeDeleter> scratch(
       static_cast<float *>(std::malloc(floats * sizeof(float))));
   if (!scratch)
@@ -153,7 +162,7 @@ bool linfuse::runtime::fewRowGemm(int32_t abType, int32_t cType,
       nullptr};
   int64_t units = (n + kFewRowColumnUnit - 1) / kFewRowColumnUnit;
   int64_t threads = 1;
-  if (m * k * n >= kSerialMacs && units > 1)
+  if (double(m) * double(k) * double(n) >= double(kSerialMacs) && units > 1)
     if ((s.omp = hostOpenMp()) && s.omp->parallel && s.omp->threadNum &&
         s.omp->numThreads)
       threads = std::min<int64_t>(configuredThreads(), units);
