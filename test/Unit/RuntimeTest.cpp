@@ -1664,10 +1664,10 @@ std::string whyNoFewRowKernels() {
 /// f16 GEMMs with 1 to 4 rows run on the few-row kernels and match the
 /// reference: B stored N x K (a Linear's weight), A transposed, f16 and
 /// f32 C, with and without a bias, every epilogue; B stored K x N goes to
-/// oneDNN, right too. The sizes reach every tail: K not a multiple of the vector
-/// width, K over a dot pass's x chunk (4096 / M floats), N not a multiple
-/// of 4 or of a thread's 64 columns, and products big enough to be split
-/// over threads.
+/// oneDNN, right too. The sizes reach every tail: K not a multiple of the
+/// vector width, K over a dot pass's x chunk (4096 / M floats), N not a
+/// multiple of 4 or of a thread's 64 columns, and products big enough to be
+/// split over threads.
 TEST_F(RuntimeTest, FewRowF16ProductsMatchTheReference) {
   if (std::string why = whyNoFewRowKernels(); !why.empty())
     GTEST_SKIP() << why;
@@ -1704,6 +1704,43 @@ TEST_F(RuntimeTest, FewRowF16ProductsMatchTheReference) {
         bool taken = (flags & kTransB) || size.k == 1;
         EXPECT_EQ(fewRowCalls(), before + (taken ? 1 : 0));
       }
+  linfuse_cpu_release_packed_weights();
+}
+
+/// The few-row kernels read and write views: A a column slice of a wider
+/// buffer or transposed with padding, B's rows further apart than K (a
+/// slice of a merged weight), a strided bias, C a column slice or the
+/// transpose of a row-major matrix; nothing outside C's view is written.
+TEST_F(RuntimeTest, FewRowF16ProductsOnViews) {
+  if (std::string why = whyNoFewRowKernels(); !why.empty())
+    GTEST_SKIP() << why;
+  const int64_t m = 3, k = 70, n = 150;
+  for (int layout = 0; layout < 2; ++layout)
+    for (linfuse_dtype cType : {LINFUSE_F16, LINFUSE_F32}) {
+      SCOPED_TRACE("layout " + std::to_string(layout) + " C " +
+                   std::to_string(cType));
+      Gemm g;
+      g.abType = LINFUSE_F16;
+      g.cType = cType;
+      g.flags = kTransB | LINFUSE_GEMM_HAS_BIAS | LINFUSE_GEMM_CONSTANT_B;
+      g.epilogue = LINFUSE_EPILOGUE_GELU_TANH;
+      // A: columns 5..5+K of an M x 90 buffer, or (transposed) K x M rows
+      // 4 apart.
+      Tensor a = layout == 0
+                     ? randomized(Tensor(LINFUSE_F16, {m, k}, {90, 1}, 5), 50)
+                     : randomized(Tensor(LINFUSE_F16, {k, m}, {4, 1}, 1), 50);
+      if (layout == 1)
+        g.flags |= kTransA;
+      // B: rows 100 apart, from row 2 of a wider weight.
+      Tensor b = randomized(Tensor(LINFUSE_F16, {n, k}, {100, 1}, 200), 51);
+      Tensor bias = randomized(Tensor(cType, {n}, {3}, 1), 52);
+      Tensor c = layout == 0
+                     ? randomized(Tensor(cType, {m, n}, {n + 9, 1}, 4), 53)
+                     : randomized(Tensor(cType, {m, n}, {1, m + 2}, 1), 53);
+      int64_t before = fewRowCalls();
+      runAndCheck(g, a, b, c, &bias);
+      EXPECT_EQ(fewRowCalls(), before + 1);
+    }
   linfuse_cpu_release_packed_weights();
 }
 
