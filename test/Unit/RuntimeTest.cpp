@@ -242,7 +242,20 @@ double epilogueRef(int32_t epilogue, double x) {
   }
 }
 
+/// The rows x k matrix op(t) of batch `bi` in double, row-major: element
+/// (i, l) is t(bi, l, i) where `transposed`, t(bi, i, l) otherwise.
+std::vector<double> widened(const Tensor &t, int64_t bi, int64_t rows,
+                            int64_t k, bool transposed) {
+  std::vector<double> out(size_t(rows * k));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t l = 0; l < k; ++l)
+      out[size_t(i * k + l)] = transposed ? t.at(bi, l, i) : t.at(bi, i, l);
+  return out;
+}
+
 /// epilogue(alpha * op(A) op(B) + beta * C + bias) in double, per (b, i, j).
+/// A and B are widened once per batch, so the products of the big weights
+/// (67 MB) take seconds, not minutes, under the sanitizers.
 std::vector<double> reference(const Gemm &g, const Tensor &a, const Tensor &b,
                               const Tensor &c, const Tensor *bias) {
   int64_t r = c.rank();
@@ -252,20 +265,23 @@ std::vector<double> reference(const Gemm &g, const Tensor &a, const Tensor &b,
   bool transB = g.flags & LINFUSE_GEMM_TRANSPOSE_B;
   int64_t k = transA ? a.sizes[r - 2] : a.sizes[r - 1];
   std::vector<double> out;
-  for (int64_t bi = 0; bi < batch; ++bi)
+  for (int64_t bi = 0; bi < batch; ++bi) {
+    std::vector<double> rowsA = widened(a, bi, m, k, transA);
+    std::vector<double> colsB = widened(b, bi, n, k, !transB);
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
+        const double *x = rowsA.data() + i * k, *y = colsB.data() + j * k;
         double acc = 0;
         for (int64_t l = 0; l < k; ++l)
-          acc += (transA ? a.at(bi, l, i) : a.at(bi, i, l)) *
-                 (transB ? b.at(bi, j, l) : b.at(bi, l, j));
-        double x = double(g.alpha) * acc;
+          acc += x[l] * y[l];
+        double v = double(g.alpha) * acc;
         if (g.beta != 0)
-          x += double(g.beta) * c.at(bi, i, j);
+          v += double(g.beta) * c.at(bi, i, j);
         if (bias)
-          x += bias->at(0, 0, j);
-        out.push_back(epilogueRef(g.epilogue, x));
+          v += bias->at(0, 0, j);
+        out.push_back(epilogueRef(g.epilogue, v));
       }
+  }
   return out;
 }
 
