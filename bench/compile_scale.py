@@ -8,7 +8,14 @@ one sequence of M tokens, compiled by
 
   module   linfuse.torch.compile(model, (x,), dynamic_shapes=...): the whole
            stack is one linfuse function;
-  backend  torch.compile(model, backend="linfuse", dynamic=True).
+  backend  torch.compile(model, backend="linfuse", dynamic=True);
+
+and, as floors for the backend's first call (PyTorch's own tracing, which
+every torch.compile backend pays), torch.compile with PyTorch's backends:
+
+  dynamo     backend="eager": Dynamo's trace only, the graph run eagerly;
+  aot-eager  backend="aot_eager": Dynamo and AOT autograd's capture;
+  inductor   backend="inductor" (freezing too with --release-weights).
 
 Each configuration runs in a fresh process (peak RSS is per process):
 model built, then compiled, then called twice. Reported: the weights'
@@ -135,12 +142,19 @@ def build(args, layers: int, hidden: int, inter: int, dtype, kv_heads=None):
                 {"input_ids": {1: torch.export.Dim("s", min=1, max=4096)}, "use_cache": None})
 
 
+#: --paths that compile with one of PyTorch's backends (the floors).
+TORCH_BACKENDS = {"dynamo": "eager", "aot-eager": "aot_eager", "inductor": "inductor"}
+
+
 def compile_model(args, model, x, kwargs, dims):
     import torch
 
     import linfuse.torch as lt
 
     with torch.no_grad():
+        if args.path in TORCH_BACKENDS:
+            torch._inductor.config.freezing = args.release_weights
+            return torch.compile(model, backend=TORCH_BACKENDS[args.path], dynamic=True)
         if args.path == "backend":
             options = {"fallback": args.fallback}
             if args.release_weights:
@@ -229,7 +243,7 @@ def child(args) -> dict:
         # Steady state: `--calls` more calls, each followed by an eager one
         # (interleaved, so both see the same machine), medians.
         # (With --release-weights the model cannot run eagerly any more.)
-        released = args.release_weights
+        released = args.release_weights and args.path not in TORCH_BACKENDS
         if args.path == "module" and released:
             out["released_bytes"] = compiled.released_bytes
         elif released:
@@ -277,8 +291,11 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=0,
                     help="after the second call, time this many more, each beside an "
                          "eager call, and report both medians")
-    ap.add_argument("--paths", nargs="+", choices=["module", "backend"],
-                    default=["module", "backend"])
+    ap.add_argument("--paths", nargs="+", choices=["module", "backend", *TORCH_BACKENDS],
+                    default=["module", "backend"],
+                    help="module, backend: linfuse's two ways; dynamo, aot-eager, "
+                         "inductor: torch.compile with PyTorch's backends, the floors of "
+                         "the backend's first call")
     ap.add_argument("--weights", choices=["arguments", "constants"], default=None,
                     help="linfuse.torch.compile's `weights=` (default: its default)")
     ap.add_argument("--pretouch-gb", type=float, default=0.0,
