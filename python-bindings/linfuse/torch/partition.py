@@ -232,7 +232,8 @@ def propose_partitions(gm: GraphModule, support: OperatorSupportBase) -> list[se
     for g in range(len(index)):
         bit = 1 << g
         for c, (members, out) in enumerate(clusters):
-            if not out & bit and not reach[g] & members:
+            # (g, on a higher level than every member, reaches none.)
+            if not out & bit:
                 clusters[c] = (members | bit, out | reach[g])
                 break                    # no path between them: merged
         else:
