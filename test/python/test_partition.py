@@ -35,6 +35,16 @@ def module(graph: Graph) -> GraphModule:
     return GraphModule(torch.nn.Module(), graph)
 
 
+def op(g: Graph, value, name: str):
+    """A node the tests' Chosen may support (by name)."""
+    return g.call_function(aten.relu.default, (value,), name=name)
+
+
+def barrier(g: Graph, value, name: str):
+    """A node no test supports."""
+    return g.call_function(aten.sort.default, (value,), name=name)
+
+
 def check(gm: GraphModule, support: Chosen) -> list[set]:
     """The invariants every grouping must keep; returns the groups."""
     groups = propose_partitions(gm, support)
@@ -63,13 +73,13 @@ def test_a_path_through_two_members_of_one_group_keeps_its_ends_apart():
     # nodes joins them; putting n4 and n6 together would make a cycle.
     g = Graph()
     x, y = g.placeholder("x"), g.placeholder("y")
-    n4 = g.call_function(aten.relu.default, (x,), name="n4")
-    u1 = g.call_function(aten.sort.default, (n4,), name="u1")
-    g.call_function(aten.relu.default, (u1,), name="n5a")
-    u2 = g.call_function(aten.sort.default, (y,), name="u2")
-    n5b = g.call_function(aten.relu.default, (u2,), name="n5b")
-    u3 = g.call_function(aten.sort.default, (n5b,), name="u3")
-    n6 = g.call_function(aten.relu.default, (u3,), name="n6")
+    n4 = op(g, x, "n4")
+    u1 = barrier(g, n4, "u1")
+    op(g, u1, "n5a")
+    u2 = barrier(g, y, "u2")
+    n5b = op(g, u2, "n5b")
+    u3 = barrier(g, n5b, "u3")
+    n6 = op(g, u3, "n6")
     g.output(n6)
     groups = check(module(g), Chosen({"n4", "n5a", "n5b", "n6"}))
     assert names(groups) == [{"n4"}, {"n5a", "n5b"}, {"n6"}]
@@ -81,12 +91,12 @@ def test_independent_branches_merge_side_by_side():
     # 1, after a0) cannot join them.
     g = Graph()
     x, y = g.placeholder("x"), g.placeholder("y")
-    a0 = g.call_function(aten.relu.default, (x,), name="a0")
-    u = g.call_function(aten.sort.default, (a0,), name="u")
-    a1 = g.call_function(aten.relu.default, (u,), name="a1")
+    a0 = op(g, x, "a0")
+    u = barrier(g, a0, "u")
+    a1 = op(g, u, "a1")
     for i in range(2):
-        y = g.call_function(aten.sort.default, (y,), name=f"uy{i}")
-    b0 = g.call_function(aten.relu.default, (y,), name="b0")
+        y = barrier(g, y, f"uy{i}")
+    b0 = op(g, y, "b0")
     g.output((a1, b0))
     groups = check(module(g), Chosen({"a0", "a1", "b0"}))
     assert names(groups) == [{"a0", "b0"}, {"a1"}]
@@ -98,14 +108,14 @@ def test_branches_joined_through_a_group_stay_apart():
     # through that group, and the two must not merge.
     g = Graph()
     x, y = g.placeholder("x"), g.placeholder("y")
-    y = g.call_function(aten.sort.default, (y,), name="uy")
+    y = barrier(g, y, "uy")
     outs = []
     for chain, source in (("a", x), ("b", y)):
         v = source
         for i in range(3):
-            v = g.call_function(aten.relu.default, (v,), name=f"{chain}{i}")
+            v = op(g, v, f"{chain}{i}")
             if i < 2:
-                v = g.call_function(aten.sort.default, (v,), name=f"{chain}u{i}")
+                v = barrier(g, v, f"{chain}u{i}")
         outs.append(v)
     g.output(tuple(outs))
     groups = check(module(g), Chosen({"a0", "a1", "a2", "b0", "b1", "b2"}))
@@ -118,12 +128,12 @@ def test_a_weight_transpose_lands_with_its_gemm_and_getitems_with_their_producer
     g = Graph()
     x, w = g.placeholder("x"), g.placeholder("w")
     t = g.call_function(aten.t.default, (w,), name="t")
-    u = g.call_function(aten.sort.default, (x,), name="u1")
-    u = g.call_function(aten.sort.default, (u,), name="u2")
+    u = barrier(g, x, "u1")
+    u = barrier(g, u, "u2")
     stats = g.call_function(aten.var_mean.correction, (u,), name="stats")
     var = g.call_function(operator.getitem, (stats, 0), name="var")
     mean = g.call_function(operator.getitem, (stats, 1), name="mean")
-    u3 = g.call_function(aten.sort.default, (mean,), name="u3")
+    u3 = barrier(g, mean, "u3")
     mm = g.call_function(aten.mm.default, (var, t), name="mm")
     g.output((mm, u3))
     groups = check(module(g), Chosen({"t", "stats", "mm"}))
@@ -171,9 +181,9 @@ def test_deep_graphs_group_in_linear_time():
     chosen = set()
     layers = 500
     for i in range(layers):
-        a = g.call_function(aten.relu.default, (v,), name=f"a{i}")
-        b = g.call_function(aten.relu.default, (a,), name=f"b{i}")
-        v = g.call_function(aten.sort.default, (b,), name=f"u{i}")
+        a = op(g, v, f"a{i}")
+        b = op(g, a, f"b{i}")
+        v = barrier(g, b, f"u{i}")
         chosen |= {a.name, b.name}
     g.output(v)
     groups = check(module(g), Chosen(chosen))
